@@ -1,0 +1,204 @@
+package agui
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ErrInvalidRunInput is returned (wrapped with the reason) for a body that is not a valid
+// RunAgentInput.
+var ErrInvalidRunInput = errors.New("invalid run input")
+
+// RunInput is the part of a RunAgentInput the proxy reads. The proxy forwards Body, the exact
+// bytes it validated, so what the agent receives is what was checked.
+type RunInput struct {
+	ThreadID    string
+	RunID       string
+	ParentRunID string // "" when absent or null
+	// Messages holds each element of "messages" as raw JSON, in order.
+	Messages []json.RawMessage
+	// Fields holds every top-level member as raw JSON, keyed by its exact name.
+	Fields map[string]json.RawMessage
+	// Body is the request body the input was decoded from.
+	Body []byte
+}
+
+// protectedFields are the RunAgentInput members whose spelling must be exact. Go's
+// encoding/json matches keys case-insensitively (last one wins) while the Python SDK takes the
+// exact camelCase alias and also accepts snake_case: a body holding both "threadId" and
+// "THREADID" (or "thread_id") would be read as two different threads by the proxy and the
+// agent. Any key that folds to one of these names without being spelled exactly is refused.
+var protectedFields = []string{
+	"threadId", "runId", "parentRunId", "messages", "state", "tools", "context", "forwardedProps",
+}
+
+var protectedByFold = func() map[string]string {
+	m := make(map[string]string, len(protectedFields))
+	for _, f := range protectedFields {
+		m[foldKey(f)] = f
+	}
+	return m
+}()
+
+// foldKey lower-cases a key and drops '_' and '-', the spellings the SDKs treat as equivalent.
+func foldKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '_' || r == '-':
+			return -1
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		}
+		return r
+	}, k)
+}
+
+// DecodeRunInput decodes body strictly:
+//   - it must be exactly one JSON object;
+//   - "threadId" and "runId" are required non-empty strings that pass ValidateID;
+//   - "parentRunId" is absent, null or a string that passes ValidateID;
+//   - "messages" is absent, null or an array of objects;
+//   - a protected member may appear once, spelled exactly; a case or snake_case variant of one
+//     ("THREADID", "thread_id") is refused rather than guessed at.
+//
+// Errors wrap ErrInvalidRunInput (and ErrInvalidID for bad ids).
+func DecodeRunInput(body []byte) (*RunInput, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidRunInput, jsonErr(err))
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("%w: body is not a JSON object", ErrInvalidRunInput)
+	}
+	in := &RunInput{Fields: make(map[string]json.RawMessage, 8), Body: body}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s", ErrInvalidRunInput, jsonErr(err))
+		}
+		key := tok.(string) // object keys are always strings
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, fmt.Errorf("%w: member %q: %s", ErrInvalidRunInput, truncate(key), jsonErr(err))
+		}
+		if canon, ok := protectedByFold[foldKey(key)]; ok {
+			if key != canon {
+				return nil, fmt.Errorf("%w: member %q is a variant spelling of %q", ErrInvalidRunInput, truncate(key), canon)
+			}
+			if _, dup := in.Fields[key]; dup {
+				return nil, fmt.Errorf("%w: member %q appears twice", ErrInvalidRunInput, key)
+			}
+		}
+		in.Fields[key] = val
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return nil, fmt.Errorf("%w: %s", ErrInvalidRunInput, jsonErr(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: data after the JSON object", ErrInvalidRunInput)
+	}
+
+	if in.ThreadID, err = requiredID(in.Fields, "threadId"); err != nil {
+		return nil, err
+	}
+	if in.RunID, err = requiredID(in.Fields, "runId"); err != nil {
+		return nil, err
+	}
+	if raw, ok := in.Fields["parentRunId"]; ok && !isNull(raw) {
+		if in.ParentRunID, err = stringID(raw, "parentRunId"); err != nil {
+			return nil, err
+		}
+	}
+	if raw, ok := in.Fields["messages"]; ok && !isNull(raw) {
+		if in.Messages, err = objectArray(raw, "messages"); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// LooksLikeRunInput reports whether body is a JSON object with top-level "threadId" and
+// "runId" members, spelled in any case. It is a cheap pre-check used to tell an AG-UI run
+// from another JSON POST; DecodeRunInput does the real validation.
+func LooksLikeRunInput(body []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return false
+	}
+	var thread, run bool
+	for k := range m {
+		switch foldKey(k) {
+		case "threadid":
+			thread = true
+		case "runid":
+			run = true
+		}
+	}
+	return thread && run
+}
+
+func requiredID(fields map[string]json.RawMessage, name string) (string, error) {
+	raw, ok := fields[name]
+	if !ok || isNull(raw) {
+		return "", fmt.Errorf("%w: %q is missing", ErrInvalidRunInput, name)
+	}
+	return stringID(raw, name)
+}
+
+func stringID(raw json.RawMessage, name string) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("%w: %q is not a string", ErrInvalidRunInput, name)
+	}
+	if err := ValidateID(name, s); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidRunInput, err)
+	}
+	return s, nil
+}
+
+func objectArray(raw json.RawMessage, name string) ([]json.RawMessage, error) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, fmt.Errorf("%w: %q is not an array", ErrInvalidRunInput, name)
+	}
+	for i, e := range elems {
+		if len(e) == 0 || e[0] != '{' {
+			return nil, fmt.Errorf("%w: %s[%d] is not an object", ErrInvalidRunInput, name, i)
+		}
+	}
+	return elems, nil
+}
+
+func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+
+// MessageID returns the "id" member of a message object, or "" when it has none.
+func MessageID(msg json.RawMessage) string {
+	// Exact-key lookup: unmarshalling into a struct would also match "ID" or "Id".
+	var members map[string]json.RawMessage
+	if json.Unmarshal(msg, &members) != nil {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(members["id"], &id) != nil {
+		return ""
+	}
+	return id
+}
+
+// jsonErr turns a decoder error into a short message without Go type names.
+func jsonErr(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("malformed JSON at offset %d", se.Offset)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "truncated JSON"
+	}
+	return "malformed JSON"
+}

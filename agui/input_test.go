@@ -101,7 +101,7 @@ func TestMessageID(t *testing.T) {
 
 func TestLooksLikeRunInput(t *testing.T) {
 	tests := map[string]bool{
-		`{"threadId":"t","runId":"r"}`: true,
+		`{"threadId":"t","runId":"r"}`:  true,
 		`{"THREADID":"t","run_id":"r"}`: true,
 		`{"threadId":"t"}`:              false,
 		`{"query":"x"}`:                 false,

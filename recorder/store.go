@@ -1,0 +1,222 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+)
+
+// Sentinel errors returned by every Store. Implementations wrap them with the ids involved;
+// callers test with errors.Is.
+var (
+	// ErrRunAlreadyStarted: CreateRun for a run id the thread already has.
+	ErrRunAlreadyStarted = errors.New("run already started")
+	// ErrThreadRoomMismatch: the thread was created through another route (room).
+	ErrThreadRoomMismatch = errors.New("thread belongs to another route")
+	// ErrThreadNotFound: no such thread, or it belongs to another identity (the two are
+	// deliberately indistinguishable).
+	ErrThreadNotFound = errors.New("thread not found")
+	// ErrRunNotFound: no such run in the thread (also a parentRunId that is not in the thread).
+	ErrRunNotFound = errors.New("run not found")
+	// ErrNotFound: a checkpoint that was never stored (or expired).
+	ErrNotFound = errors.New("not found")
+	// ErrClosed: the store or writer was closed.
+	ErrClosed = errors.New("recorder closed")
+)
+
+// RunStatus is the life-cycle state of a recorded run.
+type RunStatus string
+
+// Run statuses.
+const (
+	StatusRunning     RunStatus = "running"
+	StatusFinished    RunStatus = "finished"
+	StatusError       RunStatus = "error"
+	StatusInterrupted RunStatus = "interrupted" // its recording replica stopped before the end
+)
+
+// Run is the metadata of one recorded run.
+type Run struct {
+	ThreadID    string
+	RunID       string
+	ParentRunID string // "" for a root run
+	// Epoch is chosen at random when the run is created and is part of every event id the proxy
+	// puts on the wire (see Cursor), so a cursor into a store that lost or re-created the run is
+	// detected instead of being served from the wrong data.
+	Epoch     string
+	Status    RunStatus
+	Detail    string // why the run ended in error or was interrupted ("" otherwise)
+	Route     string // the route (room) the thread was created through
+	Owner     string // the identity owning the thread; "" in single-tenant mode
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// LastSeq is the highest event sequence number stored (0 before the first event).
+	LastSeq int64
+	// FirstSeq is the lowest sequence number still stored (1 unless trimmed by retention;
+	// 0 when no event is stored).
+	FirstSeq int64
+	// Gaps lists sequence ranges known to be missing (writer overflow, data lost in the store).
+	Gaps []Gap
+}
+
+// Gap is an inclusive range of event sequence numbers that were not stored.
+type Gap struct{ From, To int64 }
+
+// Complete reports whether every event with a sequence number in (after, r.LastSeq] is
+// stored: none trimmed, none inside a gap.
+func (r Run) Complete(after int64) bool {
+	if r.LastSeq > after && r.FirstSeq > after+1 {
+		return false
+	}
+	for _, g := range r.Gaps {
+		if g.To > after {
+			return false
+		}
+	}
+	return true
+}
+
+// Thread is the metadata of a thread: who owns it, where it came from, its latest run.
+type Thread struct {
+	ID          string
+	Owner       string
+	Route       string
+	CreatedAt   time.Time
+	LatestRunID string // the run created last ("" for none)
+	RunCount    int
+}
+
+// Event is one recorded SSE frame.
+type Event struct {
+	// Seq numbers the run's events 1, 2, 3, ... in wire order.
+	Seq int64
+	// Type is the AG-UI event type, "" when the frame's data is not a JSON object with a
+	// string "type" (such frames are recorded raw and flagged by the empty type).
+	Type string
+	// Frame is the frame exactly as the proxy sent it to the client, `id:` line included.
+	Frame []byte
+}
+
+// Batch is a run's events to append, in sequence order.
+type Batch struct {
+	Run    Run // ThreadID, RunID and Epoch are required; the rest re-creates lost metadata
+	Events []Event
+}
+
+// Store persists threads, runs and events. Implementations must pass the contract suite in
+// package recordertest. All methods are safe for concurrent use.
+type Store interface {
+	// CreateRun atomically registers run (status running) on its thread, creating the thread
+	// with run.Owner and run.Route if it does not exist. It returns the thread as it was before
+	// (zero Thread when new), so the caller learns the previous latest run.
+	// Errors: ErrRunAlreadyStarted, ErrThreadRoomMismatch, ErrThreadNotFound (thread owned by
+	// another identity), ErrRunNotFound (ParentRunID is not a run of this thread).
+	CreateRun(ctx context.Context, run Run) (Thread, error)
+	// DeleteRun removes a run that never produced a stream (the upstream refused it), so that
+	// its id can be used again. A thread left without runs is removed as well.
+	DeleteRun(ctx context.Context, threadID, runID string) error
+	// Append stores the batches' events. It is idempotent per (run, seq): an event whose seq is
+	// not above the run's LastSeq is skipped, so retrying a batch whose reply was lost never
+	// duplicates. A seq above LastSeq+1 records the missing range as a Gap. If the run's
+	// metadata is missing (the store lost it), it is re-created from Batch.Run and the range
+	// before the first appended seq is recorded as a Gap. Several batches should cost one
+	// round trip.
+	Append(ctx context.Context, batches []Batch) error
+	// FinishRun sets the run's final status and detail. lastSeq is the seq of the run's last
+	// event: if fewer were stored, the missing tail is recorded as a Gap.
+	FinishRun(ctx context.Context, threadID, runID string, status RunStatus, detail string, lastSeq int64) error
+	// Thread returns a thread's metadata or ErrThreadNotFound.
+	Thread(ctx context.Context, threadID string) (Thread, error)
+	// Run returns a run's metadata or ErrRunNotFound (ErrThreadNotFound if the thread is gone).
+	Run(ctx context.Context, threadID, runID string) (Run, error)
+	// Runs returns the thread's runs in creation order, or ErrThreadNotFound.
+	Runs(ctx context.Context, threadID string) ([]Run, error)
+	// Events returns up to limit events of the run with seq > afterSeq, in order (limit <= 0:
+	// all). Errors: ErrRunNotFound.
+	Events(ctx context.Context, threadID, runID string, afterSeq int64, limit int) ([]Event, error)
+	// PutCheckpoint stores data as the run's checkpoint (the compacted state at its end),
+	// replacing any earlier one.
+	PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error
+	// Checkpoint returns the run's checkpoint or ErrNotFound.
+	Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error)
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+	// Close releases the store's resources. Methods called after Close return ErrClosed.
+	Close() error
+}
+
+// ErrInvalidCursor is returned by ParseCursor for a malformed event id.
+var ErrInvalidCursor = errors.New("invalid event id")
+
+// Cursor is the position of one event: the id the proxy writes on the wire as
+// "<runId>:<epoch>:<seq>". It is opaque to clients, which only send it back (Last-Event-ID).
+type Cursor struct {
+	RunID string
+	Epoch string
+	Seq   int64
+}
+
+// String formats c as it appears on an `id:` line.
+func (c Cursor) String() string {
+	return c.RunID + ":" + c.Epoch + ":" + strconv.FormatInt(c.Seq, 10)
+}
+
+// AppendCursor appends c.String() to dst without allocating.
+func AppendCursor(dst []byte, runID, epoch string, seq int64) []byte {
+	dst = append(dst, runID...)
+	dst = append(dst, ':')
+	dst = append(dst, epoch...)
+	dst = append(dst, ':')
+	return strconv.AppendInt(dst, seq, 10)
+}
+
+// ParseCursor parses an event id written by the proxy. The run id may itself contain ':', so
+// the epoch and seq are taken from the right. Values that could not have come from the proxy
+// are refused, which keeps client input out of storage commands.
+func ParseCursor(s string) (Cursor, error) {
+	if len(s) > agui.MaxIDLength+EpochLength+24 {
+		return Cursor{}, fmt.Errorf("%w: %d bytes long", ErrInvalidCursor, len(s))
+	}
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return Cursor{}, fmt.Errorf("%w: %q", ErrInvalidCursor, s)
+	}
+	seqText := s[i+1:]
+	seq, err := strconv.ParseInt(seqText, 10, 64)
+	if err != nil || seq < 0 || seqText == "" || seqText[0] == '+' || (len(seqText) > 1 && seqText[0] == '0') {
+		return Cursor{}, fmt.Errorf("%w: %q", ErrInvalidCursor, s)
+	}
+	rest := s[:i]
+	j := strings.LastIndexByte(rest, ':')
+	if j < 0 || !ValidEpoch(rest[j+1:]) {
+		return Cursor{}, fmt.Errorf("%w: %q", ErrInvalidCursor, s)
+	}
+	c := Cursor{RunID: rest[:j], Epoch: rest[j+1:], Seq: seq}
+	if agui.ValidateID("runId", c.RunID) != nil {
+		return Cursor{}, fmt.Errorf("%w: %q", ErrInvalidCursor, s)
+	}
+	return c, nil
+}
+
+// EpochLength is the length of a run epoch.
+const EpochLength = 8
+
+const epochAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+// ValidEpoch reports whether s has the form of an epoch made by NewEpoch.
+func ValidEpoch(s string) bool {
+	if len(s) != EpochLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(epochAlphabet, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -23,6 +23,8 @@ type RunInput struct {
 	Messages []json.RawMessage
 	// Fields holds every top-level member as raw JSON, keyed by its exact name.
 	Fields map[string]json.RawMessage
+	// Keys lists the top-level member names in the order they appeared (each once).
+	Keys []string
 	// Body is the request body the input was decoded from.
 	Body []byte
 }
@@ -94,6 +96,9 @@ func DecodeRunInput(body []byte) (*RunInput, error) {
 			if _, dup := in.Fields[key]; dup {
 				return nil, fmt.Errorf("%w: member %q appears twice", ErrInvalidRunInput, key)
 			}
+		}
+		if _, seen := in.Fields[key]; !seen {
+			in.Keys = append(in.Keys, key)
 		}
 		in.Fields[key] = val
 	}

@@ -1,0 +1,146 @@
+package agui
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// EventType returns the "type" member of an event's JSON. ok is false when data is not valid
+// JSON, not an object, or has no string "type" member at its top level. Keys are matched
+// exactly (encoding/json would also accept "TYPE"), and a duplicated "type" resolves to the
+// last one, as JSON.parse does in the official client.
+//
+// It allocates only when the type string contains escapes; it is on the proxy's per-event
+// path.
+func EventType(data []byte) (typ string, ok bool) {
+	if !json.Valid(data) {
+		return "", false
+	}
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return "", false
+	}
+	i++
+	var found []byte
+	for {
+		i = skipSpace(data, i)
+		if data[i] == '}' {
+			break
+		}
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+		keyStart := i
+		i = skipString(data, i)
+		key := data[keyStart:i]
+		i = skipSpace(data, i)
+		i = skipSpace(data, i+1) // ':'
+		valStart := i
+		i = skipValue(data, i)
+		if string(key) == `"type"` || (bytes.IndexByte(key, '\\') >= 0 && unquote(key) == "type") {
+			if data[valStart] == '"' {
+				found = data[valStart:i]
+			} else {
+				found = nil
+			}
+		}
+	}
+	if found == nil {
+		return "", false
+	}
+	if plainASCII(found) {
+		return internType(found[1 : len(found)-1]), true
+	}
+	return unquote(found), true
+}
+
+// internType avoids allocating for the event types the protocol defines.
+func internType(b []byte) string {
+	if s, ok := knownTypes[string(b)]; ok { // the compiler does not allocate for this lookup
+		return s
+	}
+	return string(b)
+}
+
+var knownTypes = func() map[string]string {
+	m := map[string]string{}
+	for _, t := range []string{RunStarted, RunFinished, RunError, StepStarted, StepFinished,
+		TextMessageStart, TextMessageContent, TextMessageEnd, TextMessageChunk,
+		ToolCallStart, ToolCallArgs, ToolCallEnd, ToolCallChunk, ToolCallResult,
+		StateSnapshot, StateDelta, MessagesSnapshot, ActivitySnapshot, ActivityDelta,
+		ReasoningStart, ReasoningMessageStart, ReasoningMessageContent, ReasoningMessageEnd,
+		ReasoningMessageChunk, ReasoningEnd, ReasoningEncryptedValue,
+		SubagentStarted, SubagentFinished, SubagentError, Raw, Custom,
+		ThinkingStart, ThinkingEnd, ThinkingTextMessageStart, ThinkingTextMessageContent, ThinkingTextMessageEnd} {
+		m[t] = t
+	}
+	return m
+}()
+
+// plainASCII reports whether a quoted JSON string needs no decoding: no escapes and no
+// non-ASCII bytes (invalid UTF-8 decodes to U+FFFD, as in the client's TextDecoder).
+func plainASCII(quoted []byte) bool {
+	for _, c := range quoted {
+		if c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func unquote(quoted []byte) string {
+	var s string
+	if json.Unmarshal(quoted, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"'. b is valid JSON.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index after the JSON value starting at b[i]. b is valid JSON.
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	default: // number, true, false, null
+		for i < len(b) && !bytes.ContainsRune([]byte(",}] \t\n\r"), rune(b[i])) {
+			i++
+		}
+		return i
+	}
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/demoagent"
+)
+
+func startDemo(t testing.TB) string {
+	t.Helper()
+	srv := httptest.NewServer(demoagent.New(demoagent.Config{}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func baseOptions(url string) options {
+	return options{URL: url, C: 1, Events: 10, Scenario: "bench", Duration: time.Minute, MaxEvent: 1 << 20}
+}
+
+// TestBenchAgainstDemoAgent runs the tool against the demo agent in this process, so -pid can
+// point at the test binary itself.
+func TestBenchAgainstDemoAgent(t *testing.T) {
+	opts := baseOptions(startDemo(t))
+	opts.C, opts.Events, opts.PID = 4, 50, os.Getpid()
+	res, err := bench(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("bench() error = %v", err)
+	}
+	// 50 stamped content events plus RUN_STARTED, TEXT_MESSAGE_START/END and RUN_FINISHED.
+	if res.Events != 4*54 || res.Latency.Count != 200 || res.FirstEvent.Count != 4 || res.RunsCompleted != 4 || len(res.Errors) != 0 {
+		t.Errorf("bench() = %+v, want 216 events, 200 latencies, 4 first events, 4 runs, no errors", res)
+	}
+	if res.Latency.Max < res.Latency.P50 || res.Latency.P50 < 0 || res.EventsPerSecond <= 0 {
+		t.Errorf("bench() latency = %+v, rate %v, want 0 <= p50 <= max and a positive rate", res.Latency, res.EventsPerSecond)
+	}
+	if res.Target == nil || res.Target.PeakRSSBytes <= 0 || res.Target.CPUSeconds < 0 || res.Target.PID != os.Getpid() {
+		t.Errorf("bench() target = %+v, want this process's rss and cpu", res.Target)
+	}
+}
+
+func TestBenchCountsErrors(t *testing.T) {
+	demo := startDemo(t)
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(failing.Close)
+	tests := []struct {
+		name     string
+		url      string
+		scenario string
+		duration time.Duration
+		events   int
+		want     string
+	}{
+		{"no RUN_FINISHED", demo, "noend", time.Minute, 0, "stream ended without RUN_FINISHED"},
+		{"RUN_ERROR", demo, "error", time.Minute, 0, "RUN_ERROR event"},
+		{"HTTP status", failing.URL, "bench", time.Minute, 0, "http status 503"},
+		{"duration bound", demo, "slow", 100 * time.Millisecond, 100000, "cut by -duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := baseOptions(tt.url)
+			opts.C, opts.Scenario, opts.Duration, opts.Events, opts.Interval = 2, tt.scenario, tt.duration, tt.events, 0
+			if tt.scenario == "slow" {
+				opts.Interval = 50 * time.Millisecond
+			}
+			res, err := bench(t.Context(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Errors[tt.want] != 2 || res.RunsCompleted != 0 {
+				t.Errorf("bench(%s) errors = %v, completed %d, want 2 × %q", tt.scenario, res.Errors, res.RunsCompleted, tt.want)
+			}
+			if tt.want == "cut by -duration" && !res.DurationHit {
+				t.Errorf("bench(%s) DurationHit = false, want true", tt.scenario)
+			}
+		})
+	}
+}
+
+func TestCheckTarget(t *testing.T) {
+	tests := []struct {
+		url    string
+		remote bool
+		ok     bool
+	}{
+		{"http://127.0.0.1:8000/", false, true},
+		{"http://localhost:8000/agent", false, true},
+		{"http://[::1]:8000/", false, true},
+		{"http://127.8.9.10/", false, true},
+		{"http://10.0.0.1:8000/", false, false},
+		{"http://example.com/", false, false},
+		{"http://example.com/", true, true},
+		{"http://localhost.example.com/", false, false},
+		{"ftp://127.0.0.1/", false, false},
+		{"127.0.0.1:8000", false, false},
+		{"http://", true, false},
+	}
+	for _, tt := range tests {
+		_, err := checkTarget(tt.url, tt.remote)
+		if (err == nil) != tt.ok {
+			t.Errorf("checkTarget(%q, %v) error = %v, want ok %v", tt.url, tt.remote, err, tt.ok)
+		}
+	}
+	if _, err := checkTarget("http://10.0.0.1/", false); !errors.Is(err, errRemote) {
+		t.Errorf("checkTarget(remote) error = %v, want errRemote", err)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	ns := make([]int64, 100)
+	for i := range ns {
+		ns[i] = int64(100-i) * 1e6 // 100ms .. 1ms, unsorted
+	}
+	got := summarize(ns)
+	want := summary{Count: 100, P50: 50, P90: 90, P99: 99, Max: 100}
+	if got != want {
+		t.Errorf("summarize(1..100ms) = %+v, want %+v", got, want)
+	}
+	if got := summarize(nil); got != (summary{}) {
+		t.Errorf("summarize(nil) = %+v, want zero", got)
+	}
+	if got := summarize([]int64{7e6}); got.P50 != 7 || got.P99 != 7 || got.Max != 7 {
+		t.Errorf("summarize(7ms) = %+v, want 7 everywhere", got)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		ok   bool
+	}{
+		{"minimal", []string{"-url", "http://127.0.0.1:1/"}, true},
+		{"full", []string{"-url", "http://127.0.0.1:1/", "-c", "50", "-events", "10000", "-interval", "0", "-pid", "1", "-json", "-duration", "1m"}, true},
+		{"no url", nil, false},
+		{"remote", []string{"-url", "http://192.0.2.1/"}, false},
+		{"c zero", []string{"-url", "http://127.0.0.1:1/", "-c", "0"}, false},
+		{"negative duration", []string{"-url", "http://127.0.0.1:1/", "-duration", "-1s"}, false},
+		{"too many events", []string{"-url", "http://127.0.0.1:1/", "-events", "20000000"}, false},
+		{"extra args", []string{"-url", "http://127.0.0.1:1/", "x"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFlags(tt.args, &bytes.Buffer{})
+			if (err == nil) != tt.ok {
+				t.Errorf("parseFlags(%q) error = %v, want ok %v", tt.args, err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestRealMainOutputs(t *testing.T) {
+	url := startDemo(t)
+	var out, errOut bytes.Buffer
+	if code := realMain(t.Context(), []string{"-url", url, "-c", "2", "-events", "5", "-interval", "0"}, &out, &errOut); code != 0 {
+		t.Fatalf("realMain text = %d, stderr %q", code, errOut.String())
+	}
+	for _, want := range []string{"events      18 total", "latency     p50", "first event p50", "errors      0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text report = %q, want it to contain %q", out.String(), want)
+		}
+	}
+	out.Reset()
+	if code := realMain(t.Context(), []string{"-url", url, "-events", "3", "-json"}, &out, &errOut); code != 0 {
+		t.Fatalf("realMain json = %d, stderr %q", code, errOut.String())
+	}
+	var res result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Events != 7 || res.Latency.Count != 3 {
+		t.Errorf("json report = %s (%v), want 7 events and 3 latencies", out.Bytes(), err)
+	}
+	if code := realMain(t.Context(), []string{"-url", url, "-scenario", "noend"}, &out, &errOut); code != 1 {
+		t.Errorf("realMain(noend) = %d, want 1 (runs failed)", code)
+	}
+	if code := realMain(t.Context(), []string{"-c", "0"}, &out, &errOut); code != 2 {
+		t.Errorf("realMain(-c 0) = %d, want 2", code)
+	}
+}

@@ -1,0 +1,23 @@
+// Command agui-bench is a load tool for AG-UI endpoints: the demo agent directly, or the
+// proxy in front of it. It opens C concurrent runs, each a POST of a RunAgentInput whose
+// forwardedProps ask the demo agent's bench scenario for N time-stamped events a fixed
+// interval apart, reads the SSE streams, and reports:
+//
+//   - total events and events per second (all runs, wall clock);
+//   - per-event latency, receive time minus the sentNs stamp the agent put in rawEvent,
+//     as p50/p90/p99/max (both ends read the same machine's clock);
+//   - time to first event (request start to first event) p50/p99;
+//   - errors by kind (HTTP status, read error, stream without RUN_FINISHED, RUN_ERROR);
+//   - with -pid, the target process's CPU seconds (utime+stime delta from /proc/PID/stat)
+//     per event and its peak RSS (VmHWM from /proc/PID/status; a high-water mark since the
+//     process started, not only during the run).
+//
+// Usage:
+//
+//	agui-bench -url http://127.0.0.1:8000/ -c 50 -events 10000 -interval 0 -pid $(pgrep -n demo-agent)
+//	agui-bench -url http://127.0.0.1:8080/agent -c 100 -events 200 -interval 5ms -json
+//
+// Every loop is bounded: each run by its event count and all of them by -duration. Only
+// loopback targets are accepted unless -allow-remote is given. The interval travels as whole
+// milliseconds (intervalMs), so sub-millisecond values round down to 0 (no pause).
+package main

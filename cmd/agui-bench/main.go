@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(realMain(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// realMain parses args, runs the bench and prints the report; it returns the exit code:
+// 0 when every run completed, 1 when some failed or the bench could not run, 2 on usage errors.
+func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "agui-bench:", err)
+		return 2
+	}
+	res, err := bench(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(stderr, "agui-bench:", err)
+		return 1
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(res)
+	} else {
+		printText(stdout, res)
+	}
+	if len(res.Errors) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// parseFlags reads the command line. Every bound is checked here so the run loops cannot be
+// unbounded.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("agui-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.URL, "url", "", "target URL: the demo agent or the proxy (required)")
+	fs.IntVar(&o.C, "c", 1, "concurrent runs (1..10000)")
+	fs.IntVar(&o.Events, "events", 100, "events per run asked from the agent (0..10000000)")
+	fs.DurationVar(&o.Interval, "interval", time.Millisecond, "pause between events, whole milliseconds (0 = none)")
+	fs.IntVar(&o.PID, "pid", 0, "measure this process's CPU and peak RSS (Linux /proc)")
+	fs.StringVar(&o.Scenario, "scenario", "bench", "demo agent scenario")
+	fs.IntVar(&o.Size, "size", 0, "scenario size parameter in bytes (0 = agent default)")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Minute, "upper bound on the whole bench")
+	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a non-loopback target")
+	fs.IntVar(&o.MaxEvent, "max-event", 16<<20, "largest event accepted, bytes")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var errs []error
+	if o.URL == "" {
+		errs = append(errs, errors.New("-url is required"))
+	} else if _, err := checkTarget(o.URL, o.AllowRemote); err != nil {
+		errs = append(errs, err)
+	}
+	if o.C < 1 || o.C > 10000 {
+		errs = append(errs, fmt.Errorf("-c %d: want 1..10000", o.C))
+	}
+	if o.Events < 0 || o.Events > 10_000_000 {
+		errs = append(errs, fmt.Errorf("-events %d: want 0..10000000", o.Events))
+	}
+	if o.Interval < 0 || o.Interval > time.Minute {
+		errs = append(errs, fmt.Errorf("-interval %v: want 0..1m", o.Interval))
+	}
+	if o.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("-duration %v: want > 0", o.Duration))
+	}
+	if o.PID < 0 || o.Size < 0 || o.MaxEvent < 1 {
+		errs = append(errs, errors.New("-pid, -size and -max-event must not be negative"))
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	return o, errors.Join(errs...)
+}
+
+// printText writes the human-readable report.
+func printText(w io.Writer, r *result) {
+	fmt.Fprintf(w, "target      %s scenario=%s c=%d events/run=%d interval=%dms\n",
+		r.URL, r.Scenario, r.Concurrency, r.EventsPerRun, r.IntervalMs)
+	fmt.Fprintf(w, "runs        %d completed of %d in %.3fs%s\n", r.RunsCompleted, r.Runs, r.WallSeconds,
+		map[bool]string{true: " (cut by -duration)", false: ""}[r.DurationHit])
+	fmt.Fprintf(w, "events      %d total, %.0f/s\n", r.Events, r.EventsPerSecond)
+	fmt.Fprintf(w, "latency     p50 %.3fms  p90 %.3fms  p99 %.3fms  max %.3fms  (%d stamped events)\n",
+		r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max, r.Latency.Count)
+	fmt.Fprintf(w, "first event p50 %.3fms  p99 %.3fms\n", r.FirstEvent.P50, r.FirstEvent.P99)
+	if r.Target != nil {
+		fmt.Fprintf(w, "target pid  %d: cpu %.3fs (%.2fus/event), peak rss %.1f MiB\n",
+			r.Target.PID, r.Target.CPUSeconds, r.Target.CPUMicrosPerEvt, float64(r.Target.PeakRSSBytes)/(1<<20))
+	}
+	fmt.Fprintf(w, "bench cpu   %.3fs\n", r.ClientCPU)
+	if len(r.Errors) == 0 {
+		fmt.Fprintln(w, "errors      0")
+		return
+	}
+	kinds := make([]string, 0, len(r.Errors))
+	for k := range r.Errors {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(w, "errors      %d × %s\n", r.Errors[k], k)
+	}
+}

@@ -1,0 +1,334 @@
+package compact
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// Default limits (Options fields left zero take these; a negative value disables a limit).
+const (
+	DefaultMaxStateBytes = 8 << 20 // 8 MiB per state document, patch or message content
+	DefaultMaxDepth      = 512     // JSON nesting depth of a state document or patch
+	DefaultMaxPatchOps   = 10000   // operations per STATE_DELTA / ACTIVITY_DELTA
+	DefaultMaxCopyBytes  = 1 << 20 // bytes duplicated by copy operations within one patch
+)
+
+// Options configures Compact.
+type Options struct {
+	// Ephemeral reports whether an event type is live-only (dropped by Compact). nil = default
+	// policy: legacy THINKING_* dropped, REASONING_* kept. (The 1.0 client re-ids THINKING_*
+	// randomly, so they cannot replay identically; REASONING_* can carry encrypted reasoning
+	// an agent needs to continue.)
+	Ephemeral func(eventType string) bool
+
+	// MaxStateBytes caps a state snapshot, a patch and a message's streamed content.
+	// Zero means DefaultMaxStateBytes; negative means no limit.
+	MaxStateBytes int
+	// MaxDepth caps the nesting depth of state documents and patches. Zero means
+	// DefaultMaxDepth; negative means no limit.
+	MaxDepth int
+	// MaxPatchOps caps the operations of one delta. Zero means DefaultMaxPatchOps; negative
+	// means no limit.
+	MaxPatchOps int
+	// MaxCopyBytes caps the bytes one patch may duplicate with copy operations (the client
+	// has no such limit: past it Compact refuses the thread rather than diverge). Zero means
+	// DefaultMaxCopyBytes; negative means no limit.
+	MaxCopyBytes int
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		} else if *v < 0 {
+			*v = 0
+		}
+	}
+	def(&o.MaxStateBytes, DefaultMaxStateBytes)
+	def(&o.MaxDepth, DefaultMaxDepth)
+	def(&o.MaxPatchOps, DefaultMaxPatchOps)
+	def(&o.MaxCopyBytes, DefaultMaxCopyBytes)
+	return o
+}
+
+// DefaultEphemeral is the default policy: the retired THINKING_* events are live-only.
+func DefaultEphemeral(eventType string) bool { return strings.HasPrefix(eventType, "THINKING_") }
+
+func (o Options) ephemeral(t string) bool {
+	if o.Ephemeral == nil {
+		return DefaultEphemeral(t)
+	}
+	return o.Ephemeral(t)
+}
+
+// folded reports whether Compact folds an event type into the snapshots (everything that
+// changes messages or state) rather than passing it through.
+func folded(t string) bool {
+	switch t {
+	case "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TEXT_MESSAGE_CHUNK",
+		"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_CHUNK", "TOOL_CALL_RESULT",
+		"STATE_SNAPSHOT", "STATE_DELTA", "MESSAGES_SNAPSHOT", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA",
+		"REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END",
+		"REASONING_MESSAGE_CHUNK", "REASONING_ENCRYPTED_VALUE":
+		return true
+	}
+	return false
+}
+
+type run struct {
+	start *Event
+	pass  []Event
+	terms []Event
+}
+
+// Compact turns a thread's events (every run of the branch, in order; the last run may still
+// be in progress) into the smallest stream that the official client replays to the same
+// messages and state.
+//
+// Output, all compact JSON valid for "data: <json>\n\n" framing:
+//   - every run keeps its RUN_STARTED (with input.messages emptied: the history travels in
+//     the snapshot, and messages appended before it would land out of order) and its
+//     RUN_FINISHED / RUN_ERROR;
+//   - events that change neither messages nor state and are not Ephemeral (STEP_*, CUSTOM,
+//     RAW, REASONING_START/END, SUBAGENT_*, unknown types) pass through in their run;
+//   - the last run that has a RUN_STARTED carries one MESSAGES_SNAPSHOT with every message
+//     (user messages included) and one STATE_SNAPSHOT folded across the whole thread;
+//   - if the last run is still in progress, each open message, tool call and reasoning
+//     message is re-opened after the snapshot with a START (or a CHUNK, if it was streaming
+//     through chunks) with the same id, so the live tail continues it.
+//
+// Bad input: a stream the official client would reject returns a *StreamError (wrapping
+// ErrRejected), input past a limit a *LimitError; callers replay such threads raw. A delta
+// that does not apply, content for an unknown message, or a result for an unknown call is
+// folded exactly as the client's reducer handles it (skipped, ignored, appended). Compact is
+// idempotent and never panics.
+func Compact(events []Event, opts Options) ([]Event, error) {
+	opts = opts.withDefaults()
+	r := newReducer(opts)
+	var runs []*run
+	for i := range events {
+		e := events[i]
+		if opts.ephemeral(e.Type) {
+			continue
+		}
+		if err := r.feed(i, e); err != nil {
+			return nil, err
+		}
+		if !isKnownType(e.Type) && len(runs) == 0 {
+			continue // nothing to attach it to; the client drops it anyway
+		}
+		switch e.Type {
+		case "RUN_STARTED":
+			runs = append(runs, &run{start: &events[i]})
+		case "RUN_FINISHED", "RUN_ERROR":
+			if len(runs) == 0 || (len(runs[len(runs)-1].terms) > 0 && runs[len(runs)-1].start == nil) {
+				runs = append(runs, &run{})
+			}
+			last := runs[len(runs)-1]
+			last.terms = append(last.terms, e)
+		default:
+			if !folded(e.Type) && len(runs) > 0 {
+				last := runs[len(runs)-1]
+				last.pass = append(last.pass, e)
+			}
+		}
+	}
+	snapAt := -1
+	for i, rn := range runs {
+		if rn.start != nil {
+			snapAt = i
+		}
+	}
+	out := make([]Event, 0, 8)
+	for i, rn := range runs {
+		if rn.start != nil {
+			out = append(out, mustEvent("RUN_STARTED", emptyInputMessages(compactJSON(rn.start.Raw))))
+		}
+		if i == snapAt {
+			if len(r.messages) > 0 {
+				out = append(out, r.messagesSnapshotEvent())
+			}
+			if r.stateSet {
+				st, err := r.stateJSON()
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, mustEvent("STATE_SNAPSHOT", joinBytes(`{"type":"STATE_SNAPSHOT","snapshot":`, st, `}`)))
+			}
+		}
+		for _, e := range rn.pass {
+			out = append(out, Event{Type: e.Type, Raw: compactJSON(e.Raw)})
+		}
+		if i == len(runs)-1 && len(rn.terms) == 0 {
+			out = append(out, r.reopen()...)
+		}
+		for _, e := range rn.terms {
+			out = append(out, Event{Type: e.Type, Raw: compactJSON(e.Raw)})
+		}
+	}
+	return out, nil
+}
+
+func joinBytes(a string, b []byte, c string) []byte {
+	out := make([]byte, 0, len(a)+len(b)+len(c))
+	return append(append(append(out, a...), b...), c...)
+}
+
+func (r *reducer) messagesSnapshotEvent() Event {
+	return mustEvent("MESSAGES_SNAPSHOT", joinBytes(`{"type":"MESSAGES_SNAPSHOT","messages":`, r.messagesJSON(), `}`))
+}
+
+// reopen re-opens everything still streaming at the cut. START-opened items come first; if
+// one of them names a message or tool call that the list no longer holds (a MESSAGES_SNAPSHOT
+// removed it while it streamed), the START would create it, so a second MESSAGES_SNAPSHOT
+// removes it again. Chunk-opened items come last because a MESSAGES_SNAPSHOT closes chunk
+// streams.
+func (r *reducer) reopen() []Event {
+	var starts, chunks []Event
+	phantom := false
+	for _, it := range r.openItems() {
+		var b bytes.Buffer
+		add := func(k string, v []byte) {
+			if v != nil {
+				b.WriteByte(',')
+				b.Write(quote(k))
+				b.WriteByte(':')
+				b.Write(compactJSON(v))
+			}
+		}
+		var typ string
+		switch it.kind {
+		case "text":
+			typ = "TEXT_MESSAGE_START"
+			if it.chunk {
+				typ = "TEXT_MESSAGE_CHUNK"
+			}
+			b.WriteString(`{"type":"` + typ + `"`)
+			add("messageId", quote(it.id))
+			add("role", quote(it.role))
+			add("name", it.name)
+			phantom = phantom || r.byID[it.id] == nil
+		case "tool":
+			typ = "TOOL_CALL_START"
+			if it.chunk {
+				typ = "TOOL_CALL_CHUNK"
+			}
+			b.WriteString(`{"type":"` + typ + `"`)
+			add("toolCallId", quote(it.id))
+			add("toolCallName", it.name)
+			add("parentMessageId", it.parent)
+			phantom = phantom || r.callIdx[it.id] == nil
+		default:
+			typ = "REASONING_MESSAGE_START"
+			if it.chunk {
+				typ = "REASONING_MESSAGE_CHUNK"
+			}
+			b.WriteString(`{"type":"` + typ + `"`)
+			add("messageId", quote(it.id))
+			if !it.chunk {
+				add("role", []byte(`"reasoning"`))
+			}
+			phantom = phantom || r.byID[it.id] == nil
+		}
+		add("subagentRunId", it.subRun)
+		b.WriteByte('}')
+		if it.chunk {
+			chunks = append(chunks, mustEvent(typ, b.Bytes()))
+		} else {
+			starts = append(starts, mustEvent(typ, b.Bytes()))
+		}
+	}
+	if phantom {
+		starts = append(starts, r.messagesSnapshotEvent())
+	}
+	return append(starts, chunks...)
+}
+
+// emptyInputMessages rewrites RUN_STARTED.input.messages to [] (other bytes untouched).
+func emptyInputMessages(raw []byte) []byte {
+	in, ok := field(raw, "input")
+	if !ok || len(in) == 0 || in[0] != '{' {
+		return raw
+	}
+	msgs, ok := field(in, "messages")
+	if !ok || string(msgs) == "[]" {
+		return raw
+	}
+	// msgs aliases raw: splice it out.
+	start := len(raw) - len(msgs)
+	for i := 0; i+len(msgs) <= len(raw); i++ {
+		if &raw[i] == &msgs[0] {
+			start = i
+			break
+		}
+	}
+	out := make([]byte, 0, len(raw)-len(msgs)+2)
+	out = append(out, raw[:start]...)
+	out = append(out, "[]"...)
+	return append(out, raw[start+len(msgs):]...)
+}
+
+// MessageIDs returns the ids of a JSON array of messages, in order (entries without a string
+// id are skipped). The proxy uses it to normalize RUN_STARTED.input.messages to the messages
+// not already in the thread history.
+func MessageIDs(messages json.RawMessage) []string {
+	var ids []string
+	eachElem(messages, func(m []byte) {
+		if s, ok := str(fieldOr(m, "id")); ok {
+			ids = append(ids, s)
+		}
+	})
+	return ids
+}
+
+// NewMessages returns the members of the JSON array messages whose id is not in known, as a
+// compact JSON array (the normalization of RUN_STARTED.input.messages).
+func NewMessages(messages json.RawMessage, known map[string]bool) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	n := 0
+	eachElem(messages, func(m []byte) {
+		if s, ok := str(fieldOr(m, "id")); ok && known[s] {
+			return
+		}
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		b.Write(compactJSON(m))
+	})
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+// Open is something still streaming at the end of a stream.
+type Open struct {
+	// Kind is "text", "tool" or "reasoning".
+	Kind string
+	// ID is the message id (text, reasoning) or tool call id (tool).
+	ID string
+	// Chunked reports that it streams through *_CHUNK events.
+	Chunked bool
+}
+
+// OpenStreams returns the messages, tool calls and reasoning messages still open at the end
+// of events (the ones Compact re-opens), in the order they were opened. Ephemeral events are
+// skipped as Compact skips them.
+func OpenStreams(events []Event, opts Options) ([]Open, error) {
+	opts = opts.withDefaults()
+	r := newReducer(opts)
+	for i, e := range events {
+		if opts.ephemeral(e.Type) {
+			continue
+		}
+		if err := r.feed(i, e); err != nil {
+			return nil, err
+		}
+	}
+	var out []Open
+	for _, it := range r.openItems() {
+		out = append(out, Open{Kind: it.kind, ID: it.id, Chunked: it.chunk})
+	}
+	return out, nil
+}

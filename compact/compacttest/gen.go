@@ -1,0 +1,311 @@
+// Package compacttest generates random valid AG-UI event streams for property tests of
+// package compact and for the cross-language proof in e2e/. It is deterministic for a seed.
+package compacttest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/agui-proxy/agui-proxy/compact"
+)
+
+// Generate returns a random stream of about n events that the official client accepts:
+// several runs, interleaved parallel text messages and tool calls (START/CONTENT/END and
+// CHUNK forms), tool results, state snapshots and deltas (some of which fail to apply),
+// metadata, reasoning, activity, MESSAGES_SNAPSHOT mid-stream, steps, custom and legacy
+// THINKING_* events, and deltas that split UTF-16 surrogate pairs. With cut set, the last
+// run is left in progress.
+func Generate(seed uint64, n int, cut bool) []compact.Event {
+	g := &gen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return g.stream(n, cut)
+}
+
+type gen struct {
+	rng    *rand.Rand
+	out    []compact.Event
+	ids    int
+	msgs   []string // ids of messages in history (for snapshots / inputs)
+	stateN int
+}
+
+func (g *gen) id(p string) string { g.ids++; return fmt.Sprintf("%s%d", p, g.ids) }
+
+func (g *gen) emit(v map[string]any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	e, err := compact.ParseEvent(b)
+	if err != nil {
+		panic(err)
+	}
+	g.out = append(g.out, e)
+}
+
+var words = []string{"hello", "world", " ", "caf\u00e9", "\u00fcber", "<b>&</b>", "line\n", "\"q\"", "tab\t", "\u4e2d\u6587", "x"}
+
+func (g *gen) text() string {
+	var b strings.Builder
+	for range 1 + g.rng.IntN(3) {
+		b.WriteString(words[g.rng.IntN(len(words))])
+	}
+	return b.String()
+}
+
+func (g *gen) meta() map[string]any {
+	if g.rng.IntN(6) != 0 {
+		return nil
+	}
+	return map[string]any{fmt.Sprintf("k%d", g.rng.IntN(3)): g.rng.IntN(100)}
+}
+
+func withMeta(v map[string]any, m map[string]any) map[string]any {
+	if m != nil {
+		v["metadata"] = m
+	}
+	return v
+}
+
+type open struct {
+	kind  string // text, tool, reasoning, ttext (chunk text), ttool (chunk tool)
+	id    string
+	left  int
+	split bool
+}
+
+func (g *gen) stream(n int, cut bool) []compact.Event {
+	thread := "t1"
+	runs := 1 + g.rng.IntN(3)
+	per := n / runs
+	for r := range runs {
+		runID := g.id("run")
+		input := map[string]any{"threadId": thread, "runId": runID, "state": map[string]any{}, "tools": []any{}, "context": []any{}, "forwardedProps": map[string]any{}}
+		var inMsgs []any
+		for _, id := range g.msgs {
+			inMsgs = append(inMsgs, map[string]any{"id": id, "role": "user", "content": "old"})
+			if len(inMsgs) > 2 {
+				break
+			}
+		}
+		uid := g.id("u")
+		inMsgs = append(inMsgs, map[string]any{"id": uid, "role": "user", "content": g.text()})
+		input["messages"] = inMsgs
+		g.emit(map[string]any{"type": "RUN_STARTED", "threadId": thread, "runId": runID, "input": input})
+		g.msgs = append(g.msgs, uid)
+		last := r == runs-1
+		g.body(per, last && cut)
+		if last && cut {
+			break
+		}
+		if g.rng.IntN(8) == 0 {
+			g.emit(map[string]any{"type": "RUN_ERROR", "message": "boom"})
+		} else {
+			g.emit(map[string]any{"type": "RUN_FINISHED", "threadId": thread, "runId": runID, "result": g.rng.IntN(3)})
+		}
+	}
+	return g.out
+}
+
+// body emits about n events inside a run; everything opened is closed unless leaveOpen.
+func (g *gen) body(n int, leaveOpen bool) {
+	var opens []*open
+	chunkOpen := -1 // index into opens of the single open chunk lane
+	steps := []string{}
+	lastAssistant := ""
+	closeChunk := func() {
+		if chunkOpen >= 0 {
+			opens = append(opens[:chunkOpen], opens[chunkOpen+1:]...)
+			chunkOpen = -1
+		}
+	}
+	for i := 0; i < n; i++ {
+		switch k := g.rng.IntN(100); {
+		case k < 10 && len(opens) < 4: // open a text message
+			id := g.id("m")
+			role := "assistant"
+			if g.rng.IntN(6) == 0 {
+				role = "user"
+			}
+			closeChunk()
+			g.emit(withMeta(map[string]any{"type": "TEXT_MESSAGE_START", "messageId": id, "role": role}, g.meta()))
+			opens = append(opens, &open{kind: "text", id: id, left: 1 + g.rng.IntN(8)})
+			g.msgs = append(g.msgs, id)
+			if role == "assistant" {
+				lastAssistant = id
+			}
+		case k < 16 && len(opens) < 4: // open a tool call
+			id := g.id("tc")
+			v := map[string]any{"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": "search"}
+			if lastAssistant != "" && g.rng.IntN(2) == 0 {
+				v["parentMessageId"] = lastAssistant
+			}
+			closeChunk()
+			g.emit(withMeta(v, g.meta()))
+			opens = append(opens, &open{kind: "tool", id: id, left: 1 + g.rng.IntN(5)})
+		case k < 20 && len(opens) < 4: // reasoning
+			id := g.id("r")
+			closeChunk()
+			g.emit(map[string]any{"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"})
+			opens = append(opens, &open{kind: "reasoning", id: id, left: 1 + g.rng.IntN(4)})
+		case k < 24 && chunkOpen < 0 && len(opens) < 4: // chunk lane
+			if g.rng.IntN(2) == 0 {
+				id := g.id("c")
+				g.emit(map[string]any{"type": "TEXT_MESSAGE_CHUNK", "messageId": id, "delta": g.text()})
+				opens = append(opens, &open{kind: "ttext", id: id, left: 1 + g.rng.IntN(4)})
+			} else {
+				id := g.id("ct")
+				g.emit(map[string]any{"type": "TOOL_CALL_CHUNK", "toolCallId": id, "toolCallName": "calc", "delta": "{\"a\":"})
+				opens = append(opens, &open{kind: "ttool", id: id, left: 1 + g.rng.IntN(4)})
+			}
+			chunkOpen = len(opens) - 1
+		case k < 60 && len(opens) > 0: // progress an open item
+			j := g.rng.IntN(len(opens))
+			o := opens[j]
+			if o.kind[0] == 't' && o.kind != "text" && o.kind != "tool" && j != chunkOpen {
+				continue
+			}
+			if o.left > 0 {
+				o.left--
+				switch o.kind {
+				case "text":
+					if g.rng.IntN(10) == 0 {
+						// split a surrogate pair across two deltas
+						g.emitRaw(fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":"a\ud83d"}`, o.id))
+						g.emitRaw(fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":"\ude80b"}`, o.id))
+					} else {
+						g.emit(withMeta(map[string]any{"type": "TEXT_MESSAGE_CONTENT", "messageId": o.id, "delta": g.text()}, g.meta()))
+					}
+				case "tool":
+					g.emit(map[string]any{"type": "TOOL_CALL_ARGS", "toolCallId": o.id, "delta": fmt.Sprintf("{\"q\":%q}", g.text())})
+				case "reasoning":
+					g.emit(map[string]any{"type": "REASONING_MESSAGE_CONTENT", "messageId": o.id, "delta": g.text()})
+				case "ttext":
+					g.emit(map[string]any{"type": "TEXT_MESSAGE_CHUNK", "messageId": o.id, "delta": g.text()})
+				case "ttool":
+					g.emit(map[string]any{"type": "TOOL_CALL_CHUNK", "toolCallId": o.id, "toolCallName": "calc", "delta": "1"})
+				}
+				continue
+			}
+			// close it
+			switch o.kind {
+			case "text":
+				g.emit(withMeta(map[string]any{"type": "TEXT_MESSAGE_END", "messageId": o.id}, g.meta()))
+			case "tool":
+				g.emit(map[string]any{"type": "TOOL_CALL_END", "toolCallId": o.id})
+				if g.rng.IntN(2) == 0 {
+					rid := g.id("res")
+					g.emit(withMeta(map[string]any{"type": "TOOL_CALL_RESULT", "messageId": rid, "toolCallId": o.id, "content": g.text(), "role": "tool"}, g.meta()))
+				}
+			case "reasoning":
+				g.emit(map[string]any{"type": "REASONING_MESSAGE_END", "messageId": o.id})
+				if g.rng.IntN(3) == 0 {
+					g.emit(map[string]any{"type": "REASONING_ENCRYPTED_VALUE", "subtype": "message", "entityId": o.id, "encryptedValue": "enc" + o.id})
+				}
+			default:
+				// chunk lanes are closed by the next lane-scoped event
+				g.emit(map[string]any{"type": "CUSTOM", "name": "tick", "value": i})
+				closeChunk()
+				continue
+			}
+			if j == chunkOpen {
+				chunkOpen = -1
+			} else if j < chunkOpen {
+				chunkOpen--
+			}
+			opens = append(opens[:j], opens[j+1:]...)
+		case k < 68:
+			closeChunk()
+			g.stateEvent()
+		case k < 71:
+			closeChunk()
+			g.emit(map[string]any{"type": "TOOL_CALL_RESULT", "messageId": g.id("res"), "toolCallId": "unknown" + fmt.Sprint(g.rng.IntN(3)), "content": "late"})
+		case k < 74: // activity
+			id := fmt.Sprintf("act%d", g.rng.IntN(3))
+			if g.rng.IntN(2) == 0 {
+				g.emit(map[string]any{"type": "ACTIVITY_SNAPSHOT", "messageId": id, "activityType": "progress", "content": map[string]any{"pct": g.rng.IntN(100), "steps": []any{"a"}}})
+			} else {
+				g.emit(map[string]any{"type": "ACTIVITY_DELTA", "messageId": id, "activityType": "progress", "patch": []any{map[string]any{"op": "add", "path": "/steps/-", "value": g.text()}}})
+			}
+		case k < 76 && chunkOpen < 0: // messages snapshot mid-stream
+			var ms []any
+			for _, id := range g.msgs {
+				if g.rng.IntN(4) != 0 {
+					ms = append(ms, map[string]any{"id": id, "role": "user", "content": "snap " + id})
+				}
+			}
+			if ms == nil {
+				ms = []any{}
+			}
+			g.emit(map[string]any{"type": "MESSAGES_SNAPSHOT", "messages": ms})
+		case k < 80:
+			closeChunk()
+			if len(steps) > 0 && g.rng.IntN(2) == 0 {
+				g.emit(map[string]any{"type": "STEP_FINISHED", "stepName": steps[len(steps)-1]})
+				steps = steps[:len(steps)-1]
+			} else {
+				s := g.id("step")
+				g.emit(map[string]any{"type": "STEP_STARTED", "stepName": s})
+				steps = append(steps, s)
+			}
+		case k < 83:
+			g.emit(map[string]any{"type": "THINKING_START"})
+			g.emit(map[string]any{"type": "THINKING_TEXT_MESSAGE_CONTENT", "delta": "hmm"})
+		case k < 85:
+			g.emit(map[string]any{"type": "RAW", "event": map[string]any{"x": 1}, "source": "llm"})
+		default:
+			closeChunk()
+			g.emit(map[string]any{"type": "CUSTOM", "name": "c", "value": g.rng.IntN(5), "rawEvent": map[string]any{"z": 1}})
+		}
+	}
+	if leaveOpen {
+		return
+	}
+	closeChunk()
+	for _, o := range opens {
+		switch o.kind {
+		case "text":
+			g.emit(map[string]any{"type": "TEXT_MESSAGE_END", "messageId": o.id})
+		case "tool":
+			g.emit(map[string]any{"type": "TOOL_CALL_END", "toolCallId": o.id})
+		case "reasoning":
+			g.emit(map[string]any{"type": "REASONING_MESSAGE_END", "messageId": o.id})
+		}
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		g.emit(map[string]any{"type": "STEP_FINISHED", "stepName": steps[i]})
+	}
+}
+
+func (g *gen) emitRaw(s string) {
+	e, err := compact.ParseEvent([]byte(s))
+	if err != nil {
+		panic(err)
+	}
+	g.out = append(g.out, e)
+}
+
+func (g *gen) stateEvent() {
+	switch k := g.rng.IntN(10); {
+	case k < 2:
+		g.stateN++
+		g.emit(withMeta(map[string]any{"type": "STATE_SNAPSHOT", "snapshot": map[string]any{"count": g.stateN, "items": []any{"a", "b"}, "nested": map[string]any{"x": 1.5}}}, g.meta()))
+	default:
+		ops := [][]any{
+			{map[string]any{"op": "add", "path": "/items/-", "value": g.text()}},
+			{map[string]any{"op": "replace", "path": "/count", "value": g.rng.IntN(1000)}},
+			{map[string]any{"op": "add", "path": "/nested/y", "value": map[string]any{"deep": []any{1, 2}}}},
+			{map[string]any{"op": "remove", "path": "/items/0"}},
+			{map[string]any{"op": "test", "path": "/nested/x", "value": 1.5}, map[string]any{"op": "copy", "from": "/nested", "path": "/copy"}},
+			{map[string]any{"op": "move", "from": "/copy", "path": "/moved"}},
+			{map[string]any{"op": "replace", "path": "/items/01", "value": "lz"}},
+			{map[string]any{"op": "remove", "path": "/items/-1"}},
+			{map[string]any{"op": "add", "path": "/count", "value": 1}, map[string]any{"op": "replace", "path": "/missing/x", "value": 2}},
+			{map[string]any{"op": "add", "path": "/__proto__/x", "value": 1}},
+			{map[string]any{"op": "add", "path": "/items/01", "value": "ins"}},
+			{map[string]any{"op": "test", "path": "/count", "value": 1.0}},
+		}
+		g.emit(map[string]any{"type": "STATE_DELTA", "delta": ops[g.rng.IntN(len(ops))]})
+	}
+}

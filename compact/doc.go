@@ -1,0 +1,21 @@
+// Package compact turns the recorded events of an AG-UI thread into the smallest stream that
+// the official client (@ag-ui/client 1.0) replays to exactly the same messages and state.
+//
+// The package is pure and synchronous: no I/O, no goroutines, no global state. Every function
+// is safe for concurrent use on distinct inputs.
+//
+// Three entry points share one lossless event model (Event keeps the JSON exactly as received):
+//
+//   - Compact folds complete text messages, tool calls, tool results, reasoning and activity
+//     into one MESSAGES_SNAPSHOT, and every STATE_SNAPSHOT / STATE_DELTA of the whole thread
+//     into one STATE_SNAPSHOT, keeping run boundaries and re-opening whatever is still
+//     streaming at the end, so that a live tail can continue it.
+//   - Concat is the narrower delta-merging compaction of the official TypeScript compactEvents.
+//   - Replay is a Go mirror of the official client's pipeline (chunk transform, verifier,
+//     defaultApplyEvents) that returns the final messages and state. The property tests use it
+//     as the oracle; the cross-language test in e2e/ checks it against the real client.
+//
+// JSON Patch follows the client (fast-json-patch 3.1.1 as called by applyPatch(state, delta,
+// true, false)), not RFC-pure semantics: see patch.go for every divergence from
+// github.com/evanphx/json-patch/v5 and why the fold does not use that library's defaults.
+package compact

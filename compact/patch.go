@@ -1,0 +1,493 @@
+package compact
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The fold applies JSON Patch (RFC 6902) the way the official client does: fast-json-patch
+// 3.1.1 called as applyPatch(state, delta, true, false) (validate every operation, work on a
+// deep copy, ban __proto__ and constructor/prototype) inside a try/catch that keeps the old
+// state when anything throws. github.com/evanphx/json-patch/v5 disagrees with that oracle in
+// ways no option switches off (measured in the project's reliability notes, section 4.3):
+// leading-zero indices ("/a/01" replaces index 1 in Go, fails in JS; but "add /a/01" inserts
+// in JS), a root path ("add \"\"" fails in Go, replaces the document in JS), test of 1 against
+// 1.0 (JS compares numbers as float64), duplicate keys kept in output, __proto__ accepted, no
+// copy limit. Wrapping it would mean re-implementing the pointer walk to decide each of those
+// cases anyway, so the fold uses this small applier, a line-by-line mirror of fast-json-patch's
+// applyOperation and validator over decoded JSON values, and every divergence has a golden case
+// (testdata/golden/patch-*.txt) that the cross-language test replays through the real client.
+
+// errPatch marks a delta the client would skip with "Failed to apply state patch".
+var errPatch = errors.New("patch does not apply")
+
+// objectProtoProps are the names every JavaScript object inherits from Object.prototype:
+// fast-json-patch's existence check (obj[key] === undefined) sees them as present.
+var objectProtoProps = map[string]bool{
+	"constructor": true, "hasOwnProperty": true, "isPrototypeOf": true,
+	"propertyIsEnumerable": true, "toLocaleString": true, "toString": true, "valueOf": true,
+	"__defineGetter__": true, "__defineSetter__": true, "__lookupGetter__": true,
+	"__lookupSetter__": true, "__proto__": true,
+}
+
+// jsFunction stands for an inherited method read through obj[key].
+type jsFunction struct{}
+
+// patcher applies one delta; copied counts bytes duplicated by copy operations (limit).
+type patcher struct {
+	copyLimit int
+	copied    int
+}
+
+func patchErr(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errPatch}, a...)...)
+}
+
+// applyPatch returns the new document, or an error wrapping errPatch (or a *LimitError)
+// leaving doc untouched.
+func applyPatch(doc any, patch any, copyLimit int) (any, error) {
+	ops, ok := patch.([]any)
+	if !ok {
+		return nil, patchErr("patch sequence must be an array")
+	}
+	p := &patcher{copyLimit: copyLimit}
+	doc = deepClone(doc)
+	for i, o := range ops {
+		op, ok := o.(map[string]any)
+		if !ok {
+			return nil, patchErr("operation %d is not an object", i)
+		}
+		nd, err := p.applyOperation(doc, op, true)
+		if err != nil {
+			return nil, err
+		}
+		doc = nd
+	}
+	return doc, nil
+}
+
+// isInteger mirrors fast-json-patch helpers.isInteger: only ASCII digits (the empty string
+// counts as an integer too).
+func isInteger(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// toInt32 mirrors JavaScript's ~~Number(s) for a digit string.
+func toInt32(s string) int {
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0
+	}
+	u := uint64(int64(n)) // exact for the magnitudes that matter
+	if n >= 1<<63 {
+		return 0
+	}
+	return int(int32(uint32(u)))
+}
+
+// jsDefined mirrors obj[key] !== undefined for a decoded JSON value.
+func jsDefined(obj any, key string) bool {
+	switch o := obj.(type) {
+	case map[string]any:
+		if _, ok := o[key]; ok {
+			return true
+		}
+		return objectProtoProps[key]
+	case []any:
+		if key == "length" {
+			return true
+		}
+		if key == "" || !isInteger(key) || (len(key) > 1 && key[0] == '0') {
+			return false
+		}
+		n, err := strconv.Atoi(key)
+		return err == nil && n < len(o)
+	}
+	return false
+}
+
+// jsGet mirrors obj[key] (for traversal).
+func jsGet(obj any, key string) (any, bool) {
+	switch o := obj.(type) {
+	case map[string]any:
+		if v, ok := o[key]; ok {
+			return v, true
+		}
+		if objectProtoProps[key] {
+			return jsFunction{}, true
+		}
+	case []any:
+		if key == "length" {
+			return float64(len(o)), true
+		}
+		if isInteger(key) && key != "" && (len(key) == 1 || key[0] != '0') {
+			if n, err := strconv.Atoi(key); err == nil && n < len(o) {
+				return o[n], true
+			}
+		}
+	}
+	return nil, false
+}
+
+func unescapeToken(k string) string {
+	if !strings.Contains(k, "~") {
+		return k
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~1", "/"), "~0", "~")
+}
+
+// applyOperation mirrors fast-json-patch applyOperation(document, op, validate, true, true).
+// It mutates document (a private clone) and returns the new root.
+func (p *patcher) applyOperation(document any, op map[string]any, validate bool) (any, error) {
+	name, _ := op["op"].(string)
+	path, pathIsString := op["path"].(string)
+	value, hasValue := op["value"]
+	if validate {
+		switch name {
+		case "add", "remove", "replace", "move", "copy", "test":
+		default:
+			return nil, patchErr("operation op %q is not one of RFC 6902", name)
+		}
+		if !pathIsString {
+			return nil, patchErr("operation path is not a string")
+		}
+		if path != "" && path[0] != '/' {
+			return nil, patchErr("path %q must start with /", path)
+		}
+		if name == "move" || name == "copy" {
+			if _, ok := op["from"].(string); !ok {
+				return nil, patchErr("operation from is missing")
+			}
+		}
+		if (name == "add" || name == "replace" || name == "test") && !hasValue {
+			return nil, patchErr("operation value is missing")
+		}
+	}
+	from, _ := op["from"].(string)
+	if path == "" { // root operations
+		switch name {
+		case "add", "replace":
+			return deepClone(value), nil
+		case "move", "copy":
+			v, err := p.getValueByPointer(document, from)
+			if err != nil {
+				return nil, err
+			}
+			if name == "copy" {
+				if err := p.countCopy(v); err != nil {
+					return nil, err
+				}
+				v = deepClone(v)
+			}
+			return v, nil
+		case "test":
+			if !jsEqual(document, value) {
+				return nil, patchErr("test operation failed")
+			}
+			return document, nil
+		case "remove":
+			return nil, nil
+		}
+		return document, nil
+	}
+	switch document.(type) {
+	case map[string]any, []any:
+	default:
+		// fast-json-patch runs as an ES module (strict mode): writing a property of a
+		// primitive or of null throws a TypeError, which the client treats as a failed delta.
+		return nil, patchErr("path %q into a non-container document", path)
+	}
+	keys := strings.Split(path, "/")
+	obj := document
+	t := 1
+	n := len(keys)
+	fragmentSet := false
+	for {
+		key := unescapeToken(keys[t])
+		if key == "__proto__" || (key == "prototype" && t > 0 && keys[t-1] == "constructor") {
+			return nil, patchErr("modifying __proto__ or constructor/prototype is banned")
+		}
+		if validate && !fragmentSet {
+			frag := ""
+			if !jsDefined(obj, key) {
+				frag, fragmentSet = strings.Join(keys[:t], "/"), true
+			} else if t == n-1 {
+				frag, fragmentSet = path, true
+			}
+			if fragmentSet {
+				if err := p.validateAgainst(document, name, path, from, frag); err != nil {
+					return nil, err
+				}
+			}
+		}
+		t++
+		if arr, ok := obj.([]any); ok {
+			idx := 0
+			if key == "-" {
+				idx = len(arr)
+			} else if !isInteger(key) {
+				// Without validation JS would set an array property that JSON drops; we
+				// refuse instead (only reachable from move/copy internals).
+				return nil, patchErr("expected an unsigned base-10 integer array index, got %q", key)
+			} else {
+				idx = toInt32(key)
+			}
+			if t >= n {
+				if validate && name == "add" && idx > len(arr) {
+					return nil, patchErr("index %d is greater than the number of elements", idx)
+				}
+				return p.arrOp(document, keys[:t-1], arr, idx, name, value, from, path)
+			}
+			if idx < 0 || idx >= len(arr) {
+				return nil, patchErr("cannot perform operation at %q", path)
+			}
+			obj = arr[idx]
+		} else {
+			m, ok := obj.(map[string]any)
+			if !ok {
+				return nil, patchErr("cannot perform operation at %q", path)
+			}
+			if t >= n {
+				return p.objOp(document, m, key, name, value, from, path)
+			}
+			v, _ := jsGet(m, key)
+			obj = v
+		}
+		switch obj.(type) {
+		case map[string]any, []any:
+		default:
+			return nil, patchErr("cannot perform operation at the desired path %q", path)
+		}
+	}
+}
+
+// validateAgainst mirrors validator(operation, 0, document, existingPathFragment).
+func (p *patcher) validateAgainst(document any, name, path, from, frag string) error {
+	switch name {
+	case "add":
+		pl, el := strings.Count(path, "/")+1, strings.Count(frag, "/")+1
+		if pl != el+1 && pl != el {
+			return patchErr("cannot add at %q", path)
+		}
+	case "replace", "remove":
+		if path != frag {
+			return patchErr("path %q does not exist", path)
+		}
+	case "move", "copy":
+		// validate([{op:"_get", path: from}], document) on a clone; only an unresolvable
+		// path is reported (other validation failures of the probe are ignored by JS; we
+		// treat them as failures too, a documented divergence on nonsensical input).
+		if _, err := p.getValueByPointerValidated(document, from); err != nil {
+			return patchErr("from %q does not exist", from)
+		}
+	}
+	return nil
+}
+
+// getValueByPointerValidated resolves ptr requiring every token to exist (the _get probe).
+func (p *patcher) getValueByPointerValidated(doc any, ptr string) (any, error) {
+	if ptr == "" {
+		return doc, nil
+	}
+	if ptr[0] != '/' {
+		return nil, patchErr("bad pointer %q", ptr)
+	}
+	keys := strings.Split(ptr, "/")[1:]
+	cur := doc
+	for i, k := range keys {
+		k = unescapeToken(k)
+		if k == "__proto__" || (k == "prototype" && i > 0 && keys[i-1] == "constructor") {
+			return nil, patchErr("banned path")
+		}
+		if _, isArr := cur.([]any); isArr && !isInteger(k) {
+			return nil, patchErr("bad index")
+		}
+		v, ok := jsGet(cur, k)
+		if !ok {
+			return nil, patchErr("unresolvable %q", ptr)
+		}
+		if _, isFn := v.(jsFunction); isFn {
+			return nil, patchErr("inherited property %q", k)
+		}
+		cur = v
+	}
+	return cur, nil
+}
+
+// getValueByPointer mirrors the unvalidated _get (a missing intermediate is a TypeError).
+func (p *patcher) getValueByPointer(doc any, ptr string) (any, error) {
+	return p.getValueByPointerValidated(doc, ptr)
+}
+
+func (p *patcher) countCopy(v any) error {
+	if p.copyLimit <= 0 {
+		return nil
+	}
+	b, _ := marshalJS(v)
+	p.copied += len(b)
+	if p.copied > p.copyLimit {
+		return &LimitError{Limit: "MaxCopyBytes", Value: p.copied, Max: p.copyLimit}
+	}
+	return nil
+}
+
+func (p *patcher) objOp(document any, m map[string]any, key, name string, value any, from, path string) (any, error) {
+	switch name {
+	case "add", "replace":
+		m[key] = deepClone(value)
+	case "remove":
+		delete(m, key)
+	case "test":
+		v, ok := m[key]
+		if !ok || !jsEqual(v, value) {
+			return nil, patchErr("test operation failed at %q", path)
+		}
+	case "move", "copy":
+		return p.moveCopy(document, name, from, path)
+	}
+	return document, nil
+}
+
+func (p *patcher) arrOp(document any, parent []string, arr []any, idx int, name string, value any, from, path string) (any, error) {
+	switch name {
+	case "add":
+		if idx < 0 || idx > len(arr) {
+			return nil, patchErr("index out of range at %q", path)
+		}
+		arr = append(arr, nil)
+		copy(arr[idx+1:], arr[idx:])
+		arr[idx] = deepClone(value)
+		return setAt(document, parent, arr)
+	case "remove":
+		if idx < 0 || idx >= len(arr) {
+			return nil, patchErr("index out of range at %q", path)
+		}
+		arr = append(arr[:idx:idx], arr[idx+1:]...)
+		return setAt(document, parent, arr)
+	case "replace":
+		if idx < 0 || idx >= len(arr) {
+			return nil, patchErr("index out of range at %q", path)
+		}
+		arr[idx] = deepClone(value)
+	case "test":
+		if idx < 0 || idx >= len(arr) || !jsEqual(arr[idx], value) {
+			return nil, patchErr("test operation failed at %q", path)
+		}
+	case "move", "copy":
+		return p.moveCopy(document, name, from, path)
+	}
+	return document, nil
+}
+
+// moveCopy mirrors objOps.move / objOps.copy: unvalidated remove + add.
+func (p *patcher) moveCopy(document any, name, from, path string) (any, error) {
+	v, err := p.getValueByPointer(document, from)
+	if err != nil {
+		return nil, err
+	}
+	if name == "copy" {
+		if err := p.countCopy(v); err != nil {
+			return nil, err
+		}
+		return p.applyOperation(document, map[string]any{"op": "add", "path": path, "value": v}, false)
+	}
+	doc, err := p.applyOperation(document, map[string]any{"op": "remove", "path": from}, false)
+	if err != nil {
+		return nil, err
+	}
+	return p.applyOperation(doc, map[string]any{"op": "add", "path": path, "value": v}, false)
+}
+
+// setAt stores a re-sliced array back at the pointer tokens parent (the tokens before the
+// array's own key). Go slices are values, so a length change must be written back.
+func setAt(document any, tokens []string, arr []any) (any, error) {
+	if len(tokens) <= 1 {
+		return arr, nil
+	}
+	cur := document
+	for i := 1; i < len(tokens)-1; i++ {
+		k := unescapeToken(tokens[i])
+		v, ok := jsGet(cur, k)
+		if !ok {
+			return nil, patchErr("lost path")
+		}
+		cur = v
+	}
+	last := unescapeToken(tokens[len(tokens)-1])
+	switch c := cur.(type) {
+	case map[string]any:
+		c[last] = arr
+	case []any:
+		c[toInt32(last)] = arr
+	}
+	return document, nil
+}
+
+// jsEqual mirrors fast-json-patch _areEquals (fast-deep-equal) for decoded JSON.
+func jsEqual(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !jsEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !jsEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return b == nil
+	case float64:
+		y, ok := b.(float64)
+		return ok && x == y
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	}
+	return false
+}
+
+func deepClone(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = deepClone(e)
+		}
+		return m
+	case []any:
+		a := make([]any, len(x))
+		for i, e := range x {
+			a[i] = deepClone(e)
+		}
+		return a
+	}
+	return v
+}

@@ -119,7 +119,8 @@ type Frame struct {
 	Retry    int64
 	HasRetry bool
 	// Terminated is false only for a final frame cut by EOF before its blank
-	// line.
+	// line (which includes a final frame holding nothing but a carried-over
+	// LF, and a stream holding nothing but a BOM).
 	Terminated bool
 }
 

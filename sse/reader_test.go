@@ -591,3 +591,54 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderRandomStreams reads large generated streams, mixing every line
+// ending, field kind and frame size, in random chunks, and compares them with
+// the reference model of fuzz_test.go. It covers what fuzzing rarely reaches:
+// frames larger than the initial buffer, sliding and growth of the buffer.
+func TestReaderRandomStreams(t *testing.T) {
+	eols := []string{"\n", "\r\n", "\r"}
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var b strings.Builder
+		if seed%2 == 0 {
+			b.WriteString("\uFEFF")
+		}
+		for b.Len() < 1<<20 {
+			eol := eols[rng.IntN(len(eols))]
+			for range rng.IntN(6) {
+				switch rng.IntN(6) {
+				case 0:
+					b.WriteString(": comment" + eol)
+				case 1:
+					b.WriteString("id: " + strconv.Itoa(rng.IntN(1000)) + eol)
+				case 2:
+					b.WriteString("event:e" + strconv.Itoa(rng.IntN(3)) + eol)
+				case 3:
+					b.WriteString("retry: " + strconv.Itoa(rng.IntN(5000)) + eol)
+				default:
+					b.WriteString("data: " + strings.Repeat("d", rng.IntN(1<<rng.IntN(17))) + eol)
+				}
+			}
+			b.WriteString(eol)
+		}
+		input := []byte(b.String())
+		want := refParse(input)
+		sizes := make([]int, 97)
+		for i := range sizes {
+			sizes[i] = 1 + rng.IntN(1<<rng.IntN(16))
+		}
+		got, err := readAll(&chunkReader{data: input, sizes: sizes}, Limits{MaxFrameBytes: 1 << 19})
+		if err != nil {
+			t.Fatalf("seed %d: readAll error %v", seed, err)
+		}
+		if g := normalize(got); !eqFrames(g, want) {
+			for i := range min(len(g), len(want)) {
+				if !eqFrame(g[i], want[i]) {
+					t.Fatalf("seed %d: frame %d =\n%s\nwant\n%s", seed, i, dump(g[i:i+1], nil), dump(want[i:i+1], nil))
+				}
+			}
+			t.Fatalf("seed %d: %d frames, want %d", seed, len(g), len(want))
+		}
+	}
+}

@@ -262,6 +262,8 @@ func eqFrames(a, b []Frame) bool {
 	return true
 }
 
+// TestReaderCases checks each WHATWG rule through every way of splitting the
+// input into reads, and that the frames' Raw concatenate to the input.
 func TestReaderCases(t *testing.T) {
 	for _, tc := range readerCases {
 		want := make([]Frame, len(tc.want))
@@ -354,6 +356,8 @@ func (b *blockingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// TestReaderDoesNotWaitAfterFrame checks that a complete frame is returned
+// without another Read, whatever its line ending (the proxy flushes per event).
 func TestReaderDoesNotWaitAfterFrame(t *testing.T) {
 	for _, in := range []string{"data: a\n\n", "data: a\r\n\r\n", "data: a\r\r", "data: a\n\r", "\r", "\uFEFF\n"} {
 		r := NewReader(&blockingReader{t: t, pieces: []string{in}}, Limits{})
@@ -364,6 +368,8 @@ func TestReaderDoesNotWaitAfterFrame(t *testing.T) {
 	}
 }
 
+// TestReaderLimits checks which limit is reported, where, and after which
+// frames, independently of read sizes.
 func TestReaderLimits(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -423,6 +429,8 @@ func (e *endlessReader) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// TestReaderMemoryBounded checks that an endless line is refused after reading
+// about the limit, and that the buffer never outgrows MaxFrameBytes.
 func TestReaderMemoryBounded(t *testing.T) {
 	for _, lim := range []Limits{{MaxLineBytes: 1 << 20}, {MaxFrameBytes: 1 << 20}} {
 		src := &endlessReader{}
@@ -466,6 +474,8 @@ func (e *errReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// TestReaderErrors checks read errors (wrapped, sticky, after the complete
+// frames), io.ErrNoProgress, and sticky io.EOF and LimitError.
 func TestReaderErrors(t *testing.T) {
 	boom := errors.New("boom")
 	r := NewReader(&errReader{data: "data: 1\n\ndata: 2", err: boom}, Limits{})
@@ -514,6 +524,7 @@ func TestReaderAliasing(t *testing.T) {
 	}
 }
 
+// TestReaderAllocs checks the steady state costs no allocation per frame.
 func TestReaderAllocs(t *testing.T) {
 	frame := "event: message\nid: 7\ndata: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"delta\":\"hello\"}\n\n"
 	stream := []byte(strings.Repeat(frame, 1000))

@@ -56,6 +56,9 @@ func AppendEvent(dst []byte, ev Event) ([]byte, error) {
 		dst = append(dst, ev.Event...)
 		dst = append(dst, '\n')
 	}
+	// Splitting Data on every CR and LF is the guard against SSE injection
+	// (CWE-93): no byte of a value can end its line, so none can start a
+	// field or end the frame.
 	data := ev.Data
 	for {
 		i := lineEnd(data)

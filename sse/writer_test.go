@@ -10,6 +10,8 @@ import (
 	"testing"
 )
 
+// TestAppendEvent checks the encoding, including that CR, LF and CRLF in
+// Data always start a new data line (no injected fields or events).
 func TestAppendEvent(t *testing.T) {
 	tests := []struct {
 		name string
@@ -43,6 +45,8 @@ func TestAppendEvent(t *testing.T) {
 	}
 }
 
+// TestAppendEventInvalid checks that id and event values that would inject
+// fields or be ignored by readers are refused, leaving dst unchanged.
 func TestAppendEventInvalid(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -73,6 +77,7 @@ func TestAppendEventInvalid(t *testing.T) {
 	}
 }
 
+// TestAppendComment checks that comment text cannot inject fields.
 func TestAppendComment(t *testing.T) {
 	tests := []struct{ text, want string }{
 		{"ping", ": ping\n\n"},
@@ -122,6 +127,8 @@ func TestAppendEventRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAppendWithID checks the bytes AppendWithID writes for each kind of
+// frame ending, and that a reader sees the same fields with our id.
 func TestAppendWithID(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -189,6 +196,7 @@ func TestAppendWithIDCarriedLF(t *testing.T) {
 	}
 }
 
+// TestWriter streams through a real HTTP server and reads the response back.
 func TestWriter(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -229,6 +237,8 @@ type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
 
+// TestWriterErrors checks that write errors are wrapped and invalid events
+// write nothing.
 func TestWriterErrors(t *testing.T) {
 	w := NewWriter(failWriter{})
 	if err := w.WriteEvent(Event{Data: []byte("x")}); !errors.Is(err, io.ErrClosedPipe) || !strings.HasPrefix(err.Error(), "writing event: ") {

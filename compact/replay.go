@@ -179,7 +179,8 @@ type reducer struct {
 	subagents   map[string]bool
 	seq         int
 
-	idx int // index of the input event being processed
+	cur []byte // raw of the input event being processed
+	idx int    // index of the input event being processed
 	typ string
 }
 
@@ -210,6 +211,7 @@ func (r *reducer) feed(i int, e Event) error {
 		return nil // enforceEvents drops unrecognised types with a warning
 	}
 	f := scanFields(e.Raw)
+	r.cur = e.Raw
 	if err := r.checkSchema(e.Type, &f); err != nil {
 		return err
 	}
@@ -282,16 +284,7 @@ func (r *reducer) checkSchema(t string, f *evf) error {
 			err = r.reject("replace must be a boolean")
 		}
 	case "MESSAGES_SNAPSHOT":
-		if len(f.messages) == 0 || f.messages[0] != '[' {
-			err = r.reject("messages must be an array")
-		}
-		if err == nil {
-			eachElem(f.messages, func(m []byte) {
-				if err == nil && (len(m) == 0 || m[0] != '{' || !isStr(fieldOr(m, "id")) || !isStr(fieldOr(m, "role"))) {
-					err = r.reject("every message needs a string id and role")
-				}
-			})
-		}
+		err = r.checkMessages(f.messages)
 	case "STEP_STARTED", "STEP_FINISHED":
 		err = need("stepName", f.stepName)
 	case "REASONING_ENCRYPTED_VALUE":
@@ -300,11 +293,12 @@ func (r *reducer) checkSchema(t string, f *evf) error {
 			err = r.reject("subtype must be tool-call or message")
 		}
 	case "RUN_STARTED":
-		if f.input != nil && string(f.input) != "null" {
+		err = errors.Join(need("threadId", fieldOr(r.cur, "threadId")), need("runId", fieldOr(r.cur, "runId")))
+		if err == nil && f.input != nil {
 			if len(f.input) == 0 || f.input[0] != '{' {
 				err = r.reject("input must be an object")
-			} else if m := fieldOr(f.input, "messages"); m != nil && (len(m) == 0 || m[0] != '[') {
-				err = r.reject("input.messages must be an array")
+			} else if m := fieldOr(f.input, "messages"); m != nil {
+				err = r.checkMessages(m)
 			}
 		}
 	}
@@ -316,6 +310,20 @@ func (r *reducer) checkSchema(t string, f *evf) error {
 		return err
 	}
 	return nil
+}
+
+// checkMessages requires an array of objects with a string id and role (MessageSchema).
+func (r *reducer) checkMessages(ms []byte) error {
+	if len(ms) == 0 || ms[0] != '[' {
+		return r.reject("messages must be an array")
+	}
+	var err error
+	eachElem(ms, func(m []byte) {
+		if err == nil && (len(m) == 0 || m[0] != '{' || !isStr(fieldOr(m, "id")) || !isStr(fieldOr(m, "role"))) {
+			err = r.reject("every message needs a string id and role")
+		}
+	})
+	return err
 }
 
 func fieldOr(o []byte, name string) []byte {

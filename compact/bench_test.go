@@ -1,0 +1,75 @@
+package compact
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// benchThread returns an NDJSON text-heavy thread of about n events: runs of a user turn,
+// assistant messages streamed in small deltas, an occasional tool call and state delta.
+func benchThread(n int) []byte {
+	var b bytes.Buffer
+	ev := 0
+	line := func(format string, a ...any) {
+		fmt.Fprintf(&b, format, a...)
+		b.WriteByte('\n')
+		ev++
+	}
+	for r := 0; ev < n; r++ {
+		line(`{"type":"RUN_STARTED","threadId":"t1","runId":"r%d","input":{"threadId":"t1","runId":"r%d","state":{},"messages":[{"id":"u%d","role":"user","content":"question %d"}],"tools":[],"context":[],"forwardedProps":{}}}`, r, r, r, r)
+		line(`{"type":"STATE_SNAPSHOT","snapshot":{"turn":%d,"log":[]}}`, r)
+		for m := 0; m < 4 && ev < n-4; m++ {
+			line(`{"type":"TEXT_MESSAGE_START","messageId":"m%d-%d","role":"assistant"}`, r, m)
+			for d := 0; d < 120 && ev < n-3; d++ {
+				line(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m%d-%d","delta":"token %d "}`, r, m, d)
+			}
+			line(`{"type":"TEXT_MESSAGE_END","messageId":"m%d-%d"}`, r, m)
+			line(`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/log/-","value":"m%d"}]}`, m)
+		}
+		line(`{"type":"RUN_FINISHED","threadId":"t1","runId":"r%d"}`, r)
+	}
+	return b.Bytes()
+}
+
+// BenchmarkCompact measures bytes in -> bytes out: split NDJSON, ParseEvent each line,
+// Compact, and write the output as NDJSON. The input is also written to
+// $TMPDIR/agui-compact-bench-<n>.ndjson for e2e/compact-bench.mjs (the official
+// compactEvents on the same bytes).
+func BenchmarkCompact(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		in := benchThread(n)
+		_ = os.WriteFile(filepath.Join(os.TempDir(), fmt.Sprintf("agui-compact-bench-%d.ndjson", n)), in, 0o644)
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			var outLen, events int
+			var out bytes.Buffer
+			for b.Loop() {
+				lines := bytes.Split(bytes.TrimSpace(in), []byte("\n"))
+				evs := make([]Event, 0, len(lines))
+				for _, l := range lines {
+					e, err := ParseEvent(l)
+					if err != nil {
+						b.Fatal(err)
+					}
+					evs = append(evs, e)
+				}
+				res, err := Compact(evs, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Reset()
+				for _, e := range res {
+					out.Write(e.Raw)
+					out.WriteByte('\n')
+				}
+				outLen, events = out.Len(), len(evs)
+			}
+			b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(outLen)/float64(len(in)), "out/in")
+		})
+	}
+}

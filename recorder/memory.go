@@ -1,0 +1,470 @@
+package recorder
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+)
+
+// MemoryConfig configures a MemoryStore. The zero value keeps everything forever.
+type MemoryConfig struct {
+	// TTL removes a thread, with all its runs, events and checkpoints, TTL after the last write
+	// to it. Zero keeps threads forever. Expiry is lazy: an expired thread is invisible at once
+	// and its memory is released by a sweep that runs inside a later write call (at most once
+	// per half TTL), so the store starts no goroutine.
+	TTL time.Duration
+	// MaxEventsPerRun keeps only the newest MaxEventsPerRun events of each run; older events are
+	// dropped and Run.FirstSeq moves up. Zero keeps every event.
+	MaxEventsPerRun int
+	// Now is the clock (nil: time.Now). Tests use it to drive expiry.
+	Now func() time.Time
+}
+
+// MemoryStore is the in-memory Store, the proxy's zero-configuration default. It keeps
+// everything in the process: a restart loses it all. It is safe for concurrent use; one mutex
+// guards all of it.
+type MemoryStore struct {
+	cfg MemoryConfig
+
+	mu        sync.Mutex
+	closed    bool
+	threads   map[string]*memThread
+	nextSweep time.Time
+}
+
+type memThread struct {
+	owner, route string
+	created      time.Time
+	expires      time.Time // zero: never
+	runs         []*memRun // creation order
+	byID         map[string]*memRun
+}
+
+type memRun struct {
+	run        Run // Gaps, LastSeq kept up to date; FirstSeq derived from events
+	events     []Event
+	checkpoint []byte // nil: none
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &MemoryStore{cfg: cfg, threads: map[string]*memThread{}}
+}
+
+// now returns the store clock at millisecond precision, the precision RedisStore keeps too.
+func (m *MemoryStore) now() time.Time { return time.UnixMilli(m.cfg.Now().UnixMilli()) }
+
+// thread returns a live thread, removing it first when it has expired. m.mu must be held.
+func (m *MemoryStore) thread(id string, now time.Time) *memThread {
+	t := m.threads[id]
+	if t != nil && !t.expires.IsZero() && !now.Before(t.expires) {
+		delete(m.threads, id)
+		return nil
+	}
+	return t
+}
+
+// touch extends a thread's life after a write and runs the sweep when it is due. m.mu must be
+// held.
+func (m *MemoryStore) touch(t *memThread, now time.Time) {
+	if m.cfg.TTL <= 0 {
+		return
+	}
+	if t != nil {
+		t.expires = now.Add(m.cfg.TTL)
+	}
+	if now.Before(m.nextSweep) {
+		return
+	}
+	for id, th := range m.threads {
+		if !now.Before(th.expires) {
+			delete(m.threads, id)
+		}
+	}
+	m.nextSweep = now.Add(max(m.cfg.TTL/2, time.Second))
+}
+
+func (m *MemoryStore) check() error {
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// validateRun checks the ids (and epoch) a write needs before it touches the maps.
+func validateRun(run Run) error {
+	if err := agui.ValidateID("threadId", run.ThreadID); err != nil {
+		return err
+	}
+	if err := agui.ValidateID("runId", run.RunID); err != nil {
+		return err
+	}
+	if run.ParentRunID != "" {
+		if err := agui.ValidateID("parentRunId", run.ParentRunID); err != nil {
+			return err
+		}
+	}
+	if !ValidEpoch(run.Epoch) {
+		return fmt.Errorf("run %q: epoch %q: %w", run.RunID, run.Epoch, ErrInvalidEpoch)
+	}
+	return nil
+}
+
+// validateIDs checks a thread id and, unless runID is nil, a run id.
+func validateIDs(threadID string, runID *string) error {
+	if err := agui.ValidateID("threadId", threadID); err != nil {
+		return err
+	}
+	if runID == nil {
+		return nil
+	}
+	return agui.ValidateID("runId", *runID)
+}
+
+// CreateRun implements Store.
+func (m *MemoryStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
+	if err := validateRun(run); err != nil {
+		return Thread{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return Thread{}, err
+	}
+	now := m.now()
+	t := m.thread(run.ThreadID, now)
+	var prev Thread
+	if t != nil {
+		if t.owner != run.Owner {
+			return Thread{}, fmt.Errorf("thread %q: %w", run.ThreadID, ErrThreadNotFound)
+		}
+		if t.route != run.Route {
+			return Thread{}, fmt.Errorf("thread %q: %w", run.ThreadID, ErrThreadRoomMismatch)
+		}
+		if t.byID[run.RunID] != nil {
+			return Thread{}, fmt.Errorf("run %q in thread %q: %w", run.RunID, run.ThreadID, ErrRunAlreadyStarted)
+		}
+		prev = t.info(run.ThreadID)
+	}
+	if run.ParentRunID != "" && (t == nil || t.byID[run.ParentRunID] == nil) {
+		return Thread{}, fmt.Errorf("parent run %q in thread %q: %w", run.ParentRunID, run.ThreadID, ErrRunNotFound)
+	}
+	if t == nil {
+		t = &memThread{owner: run.Owner, route: run.Route, created: now, byID: map[string]*memRun{}}
+		m.threads[run.ThreadID] = t
+	}
+	r := &memRun{run: Run{
+		ThreadID: run.ThreadID, RunID: run.RunID, ParentRunID: run.ParentRunID, Epoch: run.Epoch,
+		Status: StatusRunning, Route: t.route, Owner: t.owner, CreatedAt: now, UpdatedAt: now,
+	}}
+	t.runs = append(t.runs, r)
+	t.byID[run.RunID] = r
+	m.touch(t, now)
+	return prev, nil
+}
+
+func (t *memThread) info(id string) Thread {
+	th := Thread{ID: id, Owner: t.owner, Route: t.route, CreatedAt: t.created, RunCount: len(t.runs)}
+	if n := len(t.runs); n > 0 {
+		th.LatestRunID = t.runs[n-1].run.RunID
+	}
+	return th
+}
+
+// DeleteRun implements Store.
+func (m *MemoryStore) DeleteRun(ctx context.Context, threadID, runID string) error {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return err
+	}
+	now := m.now()
+	t := m.thread(threadID, now)
+	if t == nil {
+		return fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)
+	}
+	r := t.byID[runID]
+	if r == nil {
+		return fmt.Errorf("run %q in thread %q: %w", runID, threadID, ErrRunNotFound)
+	}
+	delete(t.byID, runID)
+	t.runs = slices.DeleteFunc(t.runs, func(x *memRun) bool { return x == r })
+	if len(t.runs) == 0 {
+		delete(m.threads, threadID)
+		return nil
+	}
+	m.touch(t, now)
+	return nil
+}
+
+// Append implements Store.
+func (m *MemoryStore) Append(ctx context.Context, batches []Batch) error {
+	for _, b := range batches {
+		if err := validateRun(b.Run); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return err
+	}
+	now := m.now()
+	for _, b := range batches {
+		m.appendBatch(b, now)
+	}
+	return nil
+}
+
+// appendBatch stores one batch. m.mu must be held.
+func (m *MemoryStore) appendBatch(b Batch, now time.Time) {
+	t := m.thread(b.Run.ThreadID, now)
+	if t == nil {
+		// The thread is gone (expired or never created): re-create it from the batch, like
+		// RedisStore does after a data loss.
+		t = &memThread{owner: b.Run.Owner, route: b.Run.Route, created: now, byID: map[string]*memRun{}}
+		m.threads[b.Run.ThreadID] = t
+	}
+	r := t.byID[b.Run.RunID]
+	if r == nil {
+		created := b.Run.CreatedAt
+		if created.IsZero() {
+			created = now
+		}
+		status := b.Run.Status
+		if status == "" {
+			status = StatusRunning
+		}
+		r = &memRun{run: Run{
+			ThreadID: b.Run.ThreadID, RunID: b.Run.RunID, ParentRunID: b.Run.ParentRunID,
+			Epoch: b.Run.Epoch, Status: status, Route: b.Run.Route, Owner: b.Run.Owner,
+			CreatedAt: time.UnixMilli(created.UnixMilli()), UpdatedAt: now,
+		}}
+		if len(b.Events) > 0 && b.Events[0].Seq > 1 {
+			r.run.Gaps = addGap(r.run.Gaps, 1, b.Events[0].Seq-1)
+		}
+		t.runs = append(t.runs, r)
+		t.byID[b.Run.RunID] = r
+	} else if r.run.Epoch != b.Run.Epoch {
+		// Another run now uses this id (deleted and created again): these events are not its.
+		return
+	}
+	for _, ev := range b.Events {
+		if ev.Seq <= r.run.LastSeq {
+			continue
+		}
+		if ev.Seq > r.run.LastSeq+1 {
+			r.run.Gaps = addGap(r.run.Gaps, r.run.LastSeq+1, ev.Seq-1)
+		}
+		r.events = append(r.events, Event{Seq: ev.Seq, Type: ev.Type, Frame: slices.Clone(ev.Frame)})
+		r.run.LastSeq = ev.Seq
+	}
+	if keep := m.cfg.MaxEventsPerRun; keep > 0 && len(r.events) > keep {
+		// Reslicing is O(1); the dropped head is released when a later append outgrows the
+		// (now smaller) capacity and copies the kept tail to a new array.
+		clear(r.events[:len(r.events)-keep])
+		r.events = r.events[len(r.events)-keep:]
+	}
+	r.run.UpdatedAt = now
+	m.touch(t, now)
+}
+
+// FinishRun implements Store.
+func (m *MemoryStore) FinishRun(ctx context.Context, threadID, runID string, status RunStatus, detail string, lastSeq int64) error {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return err
+	}
+	now := m.now()
+	r, err := m.run(threadID, runID, now)
+	if err != nil {
+		return err
+	}
+	r.run.Status, r.run.Detail, r.run.UpdatedAt = status, detail, now
+	if lastSeq > r.run.LastSeq {
+		r.run.Gaps = addGap(r.run.Gaps, r.run.LastSeq+1, lastSeq)
+	}
+	m.touch(m.threads[threadID], now)
+	return nil
+}
+
+// run finds a live run. m.mu must be held.
+func (m *MemoryStore) run(threadID, runID string, now time.Time) (*memRun, error) {
+	t := m.thread(threadID, now)
+	if t == nil {
+		return nil, fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)
+	}
+	r := t.byID[runID]
+	if r == nil {
+		return nil, fmt.Errorf("run %q in thread %q: %w", runID, threadID, ErrRunNotFound)
+	}
+	return r, nil
+}
+
+// Thread implements Store.
+func (m *MemoryStore) Thread(ctx context.Context, threadID string) (Thread, error) {
+	if err := validateIDs(threadID, nil); err != nil {
+		return Thread{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return Thread{}, err
+	}
+	t := m.thread(threadID, m.now())
+	if t == nil {
+		return Thread{}, fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)
+	}
+	return t.info(threadID), nil
+}
+
+// snapshot returns a copy of r's metadata with FirstSeq filled in.
+func (r *memRun) snapshot() Run {
+	out := r.run
+	out.Gaps = slices.Clone(r.run.Gaps)
+	if len(r.events) > 0 {
+		out.FirstSeq = r.events[0].Seq
+	}
+	return out
+}
+
+// Run implements Store.
+func (m *MemoryStore) Run(ctx context.Context, threadID, runID string) (Run, error) {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return Run{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return Run{}, err
+	}
+	r, err := m.run(threadID, runID, m.now())
+	if err != nil {
+		return Run{}, err
+	}
+	return r.snapshot(), nil
+}
+
+// Runs implements Store.
+func (m *MemoryStore) Runs(ctx context.Context, threadID string) ([]Run, error) {
+	if err := validateIDs(threadID, nil); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	t := m.thread(threadID, m.now())
+	if t == nil {
+		return nil, fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)
+	}
+	out := make([]Run, len(t.runs))
+	for i, r := range t.runs {
+		out[i] = r.snapshot()
+	}
+	return out, nil
+}
+
+// Events implements Store. The returned frames are copies.
+func (m *MemoryStore) Events(ctx context.Context, threadID, runID string, afterSeq int64, limit int) ([]Event, error) {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	r, err := m.run(threadID, runID, m.now())
+	if err != nil {
+		return nil, fmt.Errorf("events of run %q in thread %q: %w", runID, threadID, ErrRunNotFound)
+	}
+	i, _ := slices.BinarySearchFunc(r.events, afterSeq+1, func(e Event, seq int64) int {
+		switch {
+		case e.Seq < seq:
+			return -1
+		case e.Seq > seq:
+			return 1
+		}
+		return 0
+	})
+	evs := r.events[i:]
+	if limit > 0 && len(evs) > limit {
+		evs = evs[:limit]
+	}
+	out := make([]Event, len(evs))
+	for j, e := range evs {
+		out[j] = Event{Seq: e.Seq, Type: e.Type, Frame: slices.Clone(e.Frame)}
+	}
+	return out, nil
+}
+
+// PutCheckpoint implements Store. Errors: ErrRunNotFound, ErrThreadNotFound.
+func (m *MemoryStore) PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return err
+	}
+	now := m.now()
+	r, err := m.run(threadID, runID, now)
+	if err != nil {
+		return err
+	}
+	r.checkpoint = append(make([]byte, 0, len(data)), data...)
+	m.touch(m.threads[threadID], now)
+	return nil
+}
+
+// Checkpoint implements Store.
+func (m *MemoryStore) Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error) {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	r, err := m.run(threadID, runID, m.now())
+	if err != nil || r.checkpoint == nil {
+		return nil, fmt.Errorf("checkpoint of run %q in thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	return slices.Clone(r.checkpoint), nil
+}
+
+// Ping implements Store: it fails only after Close.
+func (m *MemoryStore) Ping(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.check()
+}
+
+// Close implements Store. It drops all data.
+func (m *MemoryStore) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	m.threads = nil
+	return nil
+}
+
+var _ Store = (*MemoryStore)(nil)

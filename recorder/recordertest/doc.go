@@ -1,0 +1,12 @@
+// Package recordertest is the contract every recorder.Store must pass: one suite, run by the
+// memory store's and the Redis store's tests alike (house style rule 16).
+//
+//	func TestMemoryStore(t *testing.T) {
+//		recordertest.Run(t, func(t *testing.T) recorder.Store {
+//			return recorder.NewMemoryStore(recorder.MemoryConfig{MaxEventsPerRun: recordertest.MaxEventsPerRun})
+//		})
+//	}
+//
+// The factory is called once per subtest and must return an empty store configured with
+// MaxEventsPerRun = MaxEventsPerRun and no TTL; the suite closes it.
+package recordertest

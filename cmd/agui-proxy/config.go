@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// config is the proxy's whole configuration, read from the environment. Each field's desc tag
+// is its documentation: `agui-proxy -h` prints it and the README table is generated from it.
+type config struct {
+	Upstream       string        `env:"AGUI_UPSTREAM" envDefault:"http://127.0.0.1:8000" desc:"URL of the AG-UI agent to proxy"`
+	Listen         string        `env:"AGUI_LISTEN" envDefault:"127.0.0.1:8080" desc:"address the proxy listens on"`
+	Route          string        `env:"AGUI_ROUTE" envDefault:"default" desc:"name of the route (room) threads are bound to"`
+	RedisURL       string        `env:"AGUI_REDIS_URL" desc:"redis:// URL of the Redis store; empty keeps everything in memory (single process, lost on restart)"`
+	RedisPrefix    string        `env:"AGUI_REDIS_PREFIX" envDefault:"agui" desc:"prefix of every Redis key"`
+	RetentionTTL   time.Duration `env:"AGUI_RETENTION_TTL" envDefault:"0s" desc:"how long a thread's records live after its last write (0: forever)"`
+	RetentionMax   int64         `env:"AGUI_RETENTION_MAX_EVENTS" envDefault:"0" desc:"events kept per run, oldest trimmed first (0: all)"`
+	Durability     string        `env:"AGUI_DURABILITY" envDefault:"async" desc:"async: forward at once, record in the background; sync: forward an event only once it is stored"`
+	RecorderBuffer int           `env:"AGUI_RECORDER_BUFFER" envDefault:"65536" desc:"events that may wait for the store, across runs, before new ones are dropped and the run marked with a gap"`
+	IdentityHeader string        `env:"AGUI_IDENTITY_HEADER" desc:"trusted header naming the caller (set by your auth gateway); threads are owned by it. Empty: single-tenant"`
+	TrustedProxies string        `env:"AGUI_TRUSTED_PROXIES" desc:"comma-separated CIDRs allowed to set the identity header (empty: any peer)"`
+	MaxBodyBytes   int64         `env:"AGUI_MAX_BODY_BYTES" envDefault:"10485760" desc:"largest run request body (413 above)"`
+	MaxEventBytes  int           `env:"AGUI_MAX_EVENT_BYTES" envDefault:"10485760" desc:"largest SSE event from the agent (the run ends with RUN_ERROR FRAME_TOO_LARGE above)"`
+	MaxRunDuration time.Duration `env:"AGUI_MAX_RUN_DURATION" envDefault:"1h" desc:"longest a run may stream (RUN_ERROR RUN_TIMEOUT after)"`
+	HeaderTimeout  time.Duration `env:"AGUI_UPSTREAM_HEADER_TIMEOUT" envDefault:"60s" desc:"wait for the agent's response headers (504 after)"`
+	IdleTimeout    time.Duration `env:"AGUI_UPSTREAM_IDLE_TIMEOUT" envDefault:"5m" desc:"silence from the agent that ends a run (RUN_ERROR UPSTREAM_IDLE); negative disables"`
+	ClientQueue    int           `env:"AGUI_CLIENT_QUEUE_BYTES" envDefault:"8388608" desc:"bytes queued for one client before it is disconnected as too slow (it can resume)"`
+	Heartbeat      time.Duration `env:"AGUI_HEARTBEAT" envDefault:"15s" desc:"silence after which a client stream gets an SSE comment; negative disables"`
+	ReadHeader     time.Duration `env:"AGUI_READ_HEADER_TIMEOUT" envDefault:"5s" desc:"server: time to read request headers"`
+	BodyTimeout    time.Duration `env:"AGUI_BODY_READ_TIMEOUT" envDefault:"30s" desc:"time to read a run request's body (the server has no whole-request timeout: it would cut streams)"`
+	KeepAlive      time.Duration `env:"AGUI_IDLE_TIMEOUT" envDefault:"120s" desc:"server: keep-alive idle time"`
+	MaxHeaderBytes int           `env:"AGUI_MAX_HEADER_BYTES" envDefault:"65536" desc:"server: largest request header block"`
+	DrainTimeout   time.Duration `env:"AGUI_DRAIN_TIMEOUT" envDefault:"30s" desc:"on SIGTERM, how long runs in flight may continue before they are ended with RUN_ERROR INTERRUPTED"`
+	LogLevel       string        `env:"AGUI_LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
+	LogFormat      string        `env:"AGUI_LOG_FORMAT" envDefault:"text" desc:"text or json"`
+}
+
+// loadConfig reads the configuration from environ (nil: the process environment) and
+// validates it, reporting every problem at once.
+func loadConfig(environ map[string]string) (config, error) {
+	opts := env.Options{}
+	if environ != nil {
+		opts.Environment = environ
+	}
+	cfg, err := env.ParseAsWithOptions[config](opts)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.validate()
+}
+
+func (c config) validate() error {
+	var errs []error
+	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("AGUI_UPSTREAM %q is not an http(s) URL", c.Upstream))
+	}
+	if c.Durability != "async" && c.Durability != "sync" {
+		errs = append(errs, fmt.Errorf("AGUI_DURABILITY %q is not async or sync", c.Durability))
+	}
+	if _, err := c.trustedProxies(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("AGUI_LOG_FORMAT %q is not text or json", c.LogFormat))
+	}
+	if strings.ContainsAny(c.RedisPrefix, "{} \t\r\n") || c.RedisPrefix == "" {
+		errs = append(errs, fmt.Errorf("AGUI_REDIS_PREFIX %q must be non-empty without braces or spaces", c.RedisPrefix))
+	}
+	return errors.Join(errs...)
+}
+
+func (c config) trustedProxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for s := range strings.SplitSeq(c.TrustedProxies, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(s); aerr == nil {
+				p = netip.PrefixFrom(a, a.BitLen())
+			} else {
+				return nil, fmt.Errorf("AGUI_TRUSTED_PROXIES: %q is not a CIDR or address", s)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("AGUI_LOG_LEVEL %q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// configVar documents one environment variable.
+type configVar struct{ Name, Default, Desc string }
+
+// configVars lists every variable of config in declaration order.
+func configVars() []configVar {
+	t := reflect.TypeFor[config]()
+	vars := make([]configVar, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		vars = append(vars, configVar{Name: f.Tag.Get("env"), Default: f.Tag.Get("envDefault"), Desc: f.Tag.Get("desc")})
+	}
+	return vars
+}
+
+// printUsage writes the -h text: the commands and every variable with its default.
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `agui-proxy: durable, resumable AG-UI streams in front of any agent.
+
+Usage:
+  agui-proxy              run the proxy (configured by the environment variables below)
+  agui-proxy compact      compact AG-UI events: JSON array or NDJSON on stdin, result on stdout
+                          (agui-proxy compact -h for its flags)
+
+Environment:
+`)
+	for _, v := range configVars() {
+		def := v.Default
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  %-30s %s\n  %-30s default: %s\n", v.Name, v.Desc, "", def)
+	}
+}

@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultMaxBodyBytes          = 10 << 20
+	DefaultMaxEventBytes         = 10 << 20
+	DefaultMaxRunDuration        = time.Hour
+	DefaultResponseHeaderTimeout = time.Minute
+	DefaultUpstreamIdleTimeout   = 5 * time.Minute
+	DefaultClientQueueBytes      = 8 << 20
+	DefaultHeartbeatInterval     = 15 * time.Second
+	DefaultRoute                 = "default"
+	DefaultBodyReadTimeout       = 30 * time.Second
+)
+
+// ErrInvalidConfig is wrapped by every error New returns for a bad Config.
+var ErrInvalidConfig = errors.New("invalid proxy config")
+
+// Config configures a Handler. Only Upstream is required; every other zero value means the
+// default named in its comment.
+type Config struct {
+	// Upstream is the AG-UI agent endpoint. Request paths are joined to its path, as
+	// httputil.ProxyRequest.SetURL does.
+	Upstream *url.URL
+	// Transport carries upstream requests. nil: a clone of http.DefaultTransport with
+	// ResponseHeaderTimeout set. Do not use an http.Client timeout-like transport that limits
+	// whole responses: runs stream for a long time.
+	Transport http.RoundTripper
+	// Store records threads, runs and events. nil: an in-memory store owned by the Handler
+	// (closed by Shutdown). A Store passed in is not closed by the Handler.
+	Store recorder.Store
+	// Durability selects when an event is forwarded: DurabilityAsync (default) forwards at once
+	// and records in the background; DurabilitySync forwards an event only after it is stored.
+	Durability recorder.Durability
+	// RecorderBuffer bounds the events waiting to be stored across all runs
+	// (default recorder.DefaultMaxBufferedEvents).
+	RecorderBuffer int
+	// Logger receives structured logs. nil: discard.
+	Logger *slog.Logger
+	// Route names the route (room) this handler serves; a thread created through one route is
+	// refused on another with ThreadRoomMismatch. Default DefaultRoute.
+	Route string
+	// IdentityHeader names a request header set by a trusted auth gateway that identifies the
+	// caller; threads are owned by that identity, and other identities get 404. "" runs
+	// single-tenant: every thread belongs to everyone who can reach the proxy.
+	IdentityHeader string
+	// TrustedProxies, when not empty, lists the peer networks allowed to set IdentityHeader;
+	// from any other peer the header is removed and the request is anonymous.
+	TrustedProxies []netip.Prefix
+	// MaxBodyBytes limits run request bodies (413 above). Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// BodyReadTimeout bounds reading a run request's body. Default DefaultBodyReadTimeout.
+	// (Do not set http.Server.ReadTimeout in front of the proxy: once it passes, Go's server
+	// cancels the request context of a response still streaming.)
+	BodyReadTimeout time.Duration
+	// MaxEventBytes limits one SSE frame from the upstream; a larger frame ends the run with
+	// RUN_ERROR code FRAME_TOO_LARGE. Default DefaultMaxEventBytes.
+	MaxEventBytes int
+	// MaxRunDuration bounds a run; at the limit the upstream request is cancelled and the run
+	// ends with RUN_ERROR code RUN_TIMEOUT. Default DefaultMaxRunDuration.
+	MaxRunDuration time.Duration
+	// ResponseHeaderTimeout bounds the wait for the upstream's response headers when Transport
+	// is nil (504 after it). Default DefaultResponseHeaderTimeout.
+	ResponseHeaderTimeout time.Duration
+	// UpstreamIdleTimeout ends a run whose upstream sent no byte for this long (RUN_ERROR code
+	// UPSTREAM_IDLE). Default DefaultUpstreamIdleTimeout; negative disables the watchdog.
+	UpstreamIdleTimeout time.Duration
+	// ClientQueueBytes bounds the bytes queued for one client; a client that falls further
+	// behind is disconnected (it can resume) instead of slowing the run. Default
+	// DefaultClientQueueBytes.
+	ClientQueueBytes int
+	// HeartbeatInterval is how long a client stream may stay silent before the proxy writes an
+	// SSE comment to keep intermediaries from closing it. Default DefaultHeartbeatInterval;
+	// negative disables heartbeats.
+	HeartbeatInterval time.Duration
+}
+
+// withDefaults returns c with zero values replaced and validates it.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if c.Upstream == nil || c.Upstream.Scheme == "" || c.Upstream.Host == "" {
+		errs = append(errs, errors.New("Upstream must be an absolute URL"))
+	} else if c.Upstream.Scheme != "http" && c.Upstream.Scheme != "https" {
+		errs = append(errs, fmt.Errorf("Upstream scheme %q is not http or https", c.Upstream.Scheme))
+	}
+	if c.Route == "" {
+		c.Route = DefaultRoute
+	}
+	if strings.ContainsAny(c.Route, "\x00\r\n") {
+		errs = append(errs, fmt.Errorf("Route %q holds control characters", c.Route))
+	}
+	if c.IdentityHeader != "" {
+		if strings.ContainsAny(c.IdentityHeader, " \t\r\n:") {
+			errs = append(errs, fmt.Errorf("IdentityHeader %q is not a header name", c.IdentityHeader))
+		}
+		c.IdentityHeader = http.CanonicalHeaderKey(c.IdentityHeader)
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.BodyReadTimeout == 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if c.MaxEventBytes == 0 {
+		c.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if c.MaxRunDuration == 0 {
+		c.MaxRunDuration = DefaultMaxRunDuration
+	}
+	if c.ResponseHeaderTimeout == 0 {
+		c.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
+	if c.UpstreamIdleTimeout == 0 {
+		c.UpstreamIdleTimeout = DefaultUpstreamIdleTimeout
+	}
+	if c.ClientQueueBytes == 0 {
+		c.ClientQueueBytes = DefaultClientQueueBytes
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	for name, v := range map[string]int64{"MaxBodyBytes": c.MaxBodyBytes, "MaxEventBytes": int64(c.MaxEventBytes),
+		"MaxRunDuration": int64(c.MaxRunDuration), "ResponseHeaderTimeout": int64(c.ResponseHeaderTimeout),
+		"ClientQueueBytes": int64(c.ClientQueueBytes)} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s is negative", name))
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return c, nil
+}

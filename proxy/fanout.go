@@ -1,0 +1,215 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+)
+
+// errSlowClient ends a subscriber whose queue grew past its limit. The client is disconnected
+// and can resume from its last event id; the run is never slowed down for it.
+var errSlowClient = errors.New("client too slow: queue limit exceeded")
+
+// heartbeatFrame is the SSE comment written to a silent stream.
+var heartbeatFrame = []byte(": ping\n\n")
+
+// broadcast fans a run's frames out to its live subscribers. publish never blocks.
+type broadcast struct {
+	mu      sync.Mutex
+	subs    map[*subscriber]struct{}
+	lastSeq int64 // seq of the last event published
+	ended   bool
+}
+
+// subscribe adds a subscriber and returns it with the seq of the last event published before
+// it: every later event reaches the subscriber. After the run ended it returns a subscriber that
+// is already at EOF.
+func (b *broadcast) subscribe(limit int, heartbeat time.Duration, clientGone <-chan struct{}) (*subscriber, int64) {
+	s := &subscriber{
+		b:          b,
+		limit:      limit,
+		heartbeat:  heartbeat,
+		notify:     make(chan struct{}, 1),
+		clientGone: clientGone,
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		s.ended = true
+	} else {
+		if b.subs == nil {
+			b.subs = make(map[*subscriber]struct{})
+		}
+		b.subs[s] = struct{}{}
+	}
+	return s, b.lastSeq
+}
+
+// publish queues frame for every subscriber. seq > 0 marks an event (0: a comment or other
+// frame without data, which does not advance the position). frame must not be modified later.
+func (b *broadcast) publish(frame []byte, seq int64) {
+	b.mu.Lock()
+	if seq > 0 {
+		b.lastSeq = seq
+	}
+	for s := range b.subs {
+		if !s.push(frame) {
+			delete(b.subs, s)
+		}
+	}
+	b.mu.Unlock()
+}
+
+// end marks the run over: subscribers read what is queued, then EOF.
+func (b *broadcast) end() {
+	b.mu.Lock()
+	b.ended = true
+	for s := range b.subs {
+		s.finish()
+	}
+	b.subs = nil
+	b.mu.Unlock()
+}
+
+func (b *broadcast) remove(s *subscriber) {
+	b.mu.Lock()
+	delete(b.subs, s)
+	b.mu.Unlock()
+}
+
+// subscriber is one client's bounded queue of frames. It is an io.ReadCloser whose Read returns
+// whole frames (as many as fit), so a reverse proxy that flushes after each write flushes per
+// event.
+type subscriber struct {
+	b          *broadcast
+	limit      int
+	heartbeat  time.Duration
+	notify     chan struct{}
+	clientGone <-chan struct{}
+
+	mu     sync.Mutex // guards the fields below
+	queue  [][]byte
+	head   []byte // unread rest of a frame larger than the caller's buffer
+	queued int    // bytes in queue and head
+	ended  bool   // no more frames will come
+	err    error  // set when dropped for being slow
+	closed bool
+}
+
+// push queues a frame; it reports false when the subscriber must be dropped.
+func (s *subscriber) push(frame []byte) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	if s.queued+len(frame) > s.limit {
+		s.err = errSlowClient
+		s.queue, s.head, s.queued = nil, nil, 0
+		s.mu.Unlock()
+		s.wake()
+		return false
+	}
+	s.queue = append(s.queue, frame)
+	s.queued += len(frame)
+	s.mu.Unlock()
+	s.wake()
+	return true
+}
+
+func (s *subscriber) finish() {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *subscriber) wake() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Read copies queued frames into p, waiting for one if none is queued. It returns io.EOF once
+// the run ended and everything was read, errSlowClient when dropped, and context.Canceled when
+// the client went away. A heartbeat comment is returned after HeartbeatInterval of silence.
+func (s *subscriber) Read(p []byte) (int, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		if n := s.fill(p); n > 0 {
+			s.mu.Unlock()
+			return n, nil
+		}
+		err, ended := s.err, s.ended
+		s.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if ended {
+			return 0, io.EOF
+		}
+		var tick <-chan time.Time
+		if s.heartbeat > 0 {
+			if timer == nil {
+				timer = time.NewTimer(s.heartbeat)
+			}
+			tick = timer.C
+		}
+		select {
+		case <-s.notify:
+		case <-s.clientGone:
+			return 0, context.Canceled
+		case <-tick:
+			return copy(p, heartbeatFrame), nil
+		}
+	}
+}
+
+// fill copies whole frames into p; a frame larger than p is copied in parts. s.mu is held.
+func (s *subscriber) fill(p []byte) int {
+	n := 0
+	if len(s.head) > 0 {
+		c := copy(p, s.head)
+		s.head = s.head[c:]
+		s.queued -= c
+		return c
+	}
+	for len(s.queue) > 0 {
+		f := s.queue[0]
+		if len(f) > len(p)-n {
+			if n > 0 {
+				break
+			}
+			c := copy(p, f)
+			s.head = f[c:]
+			s.queue[0] = nil
+			s.queue = s.queue[1:]
+			s.queued -= c
+			return c
+		}
+		n += copy(p[n:], f)
+		s.queued -= len(f)
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+	}
+	return n
+}
+
+// Close detaches the subscriber from the run. The run goes on.
+func (s *subscriber) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.queue, s.head = nil, nil
+	s.mu.Unlock()
+	s.b.remove(s)
+	return nil
+}

@@ -1,0 +1,356 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// Handler is the AG-UI proxy: an http.Handler that forwards every request to the upstream
+// agent, and records, enriches and fans out the event stream of every run. Create it with New;
+// stop it with Shutdown. It is safe for concurrent use.
+type Handler struct {
+	cfg      Config
+	log      *slog.Logger
+	store    recorder.Store
+	ownStore bool
+	writer   *recorder.Writer
+	rp       *httputil.ReverseProxy
+	runs     registry
+	draining atomic.Bool
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// New returns a Handler for cfg. Errors wrap ErrInvalidConfig.
+func New(cfg Config) (*Handler, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger, store: cfg.Store}
+	if h.store == nil {
+		h.store = recorder.NewMemoryStore(recorder.MemoryConfig{})
+		h.ownStore = true
+	}
+	h.writer = recorder.NewWriter(recorder.WriterConfig{
+		Store:             h.store,
+		Durability:        cfg.Durability,
+		MaxBufferedEvents: cfg.RecorderBuffer,
+		Logger:            cfg.Logger,
+	})
+	transport := cfg.Transport
+	if transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = cfg.ResponseHeaderTimeout
+		t.MaxIdleConns = 1024
+		t.MaxIdleConnsPerHost = 256
+		transport = t
+	}
+	h.rp = &httputil.ReverseProxy{
+		Rewrite:        h.rewrite,
+		Transport:      transport,
+		ModifyResponse: h.modifyResponse,
+		ErrorHandler:   h.errorHandler,
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		BufferPool:     bufferPool{},
+	}
+	if cfg.IdentityHeader == "" {
+		h.log.Info("no identity header configured: single-tenant mode, every caller can use every thread")
+	}
+	return h, nil
+}
+
+// Store returns the store the handler records into.
+func (h *Handler) Store() recorder.Store { return h.store }
+
+// ServeHTTP proxies r. A run (see isRunRequest) is validated, registered, forwarded with a
+// context that does not end when the client leaves, and streamed back event by event; every
+// other request goes through httputil.ReverseProxy untouched.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	owner, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if !isRunCandidate(r) {
+		h.rp.ServeHTTP(w, r)
+		return
+	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	r.Body.Close()
+	rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if !errors.As(err, &mbe) {
+			err = fmt.Errorf("%w: reading the body: %v", agui.ErrInvalidRunInput, err)
+		}
+		h.fail(w, r, err)
+		return
+	}
+	if !acceptsEventStream(r) && !agui.LooksLikeRunInput(body) {
+		// A JSON POST that is not a run: forward the buffered copy untouched.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.rp.ServeHTTP(w, r)
+		return
+	}
+	in, err := agui.DecodeRunInput(body)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if h.cfg.IdentityHeader != "" && owner == "" {
+		h.fail(w, r, errIdentityRequired)
+		return
+	}
+	if h.draining.Load() {
+		h.fail(w, r, errShuttingDown)
+		return
+	}
+	h.serveRun(w, r, in, owner)
+}
+
+// isRunCandidate reports whether r may start a run: a POST that asks for an event stream (the
+// official HttpAgent always sends Accept: text/event-stream) or that carries JSON.
+func isRunCandidate(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	if acceptsEventStream(r) {
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "application/json"
+}
+
+func acceptsEventStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+			if mt == "text/event-stream" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isEventStream(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "text/event-stream"
+}
+
+type runCtxKey struct{}
+
+func runFrom(ctx context.Context) *run {
+	rn, _ := ctx.Value(runCtxKey{}).(*run)
+	return rn
+}
+
+// serveRun registers the run, forwards it and streams it back.
+func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunInput, owner string) {
+	ctx := r.Context()
+	parent := in.ParentRunID
+	if parent == "" {
+		th, err := h.store.Thread(ctx, in.ThreadID)
+		switch {
+		case err == nil:
+			parent = th.LatestRunID
+		case !errors.Is(err, recorder.ErrThreadNotFound):
+			h.storeFailed(w, r, err)
+			return
+		}
+	}
+	now := time.Now()
+	meta := recorder.Run{
+		ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: parent, Epoch: recorder.NewEpoch(),
+		Status: recorder.StatusRunning, Route: h.cfg.Route, Owner: owner, CreatedAt: now, UpdatedAt: now,
+	}
+	if _, err := h.store.CreateRun(ctx, meta); err != nil {
+		if isStoreSentinel(err) {
+			h.fail(w, r, err)
+		} else {
+			h.storeFailed(w, r, err)
+		}
+		return
+	}
+	known, err := h.historyMessageIDs(ctx, in.ThreadID, parent)
+	if err != nil {
+		h.log.LogAttrs(ctx, slog.LevelWarn, "could not read the thread history; RUN_STARTED.input keeps every message",
+			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))
+	}
+
+	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	runCtx, stopTimer := context.WithTimeoutCause(base, h.cfg.MaxRunDuration, errRunTimeout)
+	rn := &run{
+		h: h, meta: meta, input: in, parent: parent, inputJSON: normalizedInput(in, known),
+		cancel: func(cause error) { cancel(cause); stopTimer() },
+		done:   make(chan struct{}),
+	}
+	rn.ctx = context.WithValue(runCtx, runCtxKey{}, rn)
+	rn.clientCtx = ctx
+	h.runs.add(rn)
+
+	r = r.WithContext(context.WithValue(ctx, runCtxKey{}, rn))
+	r.Body = io.NopCloser(bytes.NewReader(in.Body))
+	r.ContentLength = int64(len(in.Body))
+	h.rp.ServeHTTP(w, r)
+
+	if !rn.pumping.Load() {
+		// The upstream failed or did not answer with an event stream: the run id was not used.
+		rn.cancel(errRunAbandoned)
+		h.runs.remove(rn)
+		if err := h.store.DeleteRun(context.WithoutCancel(ctx), meta.ThreadID, meta.RunID); err != nil {
+			h.log.LogAttrs(ctx, slog.LevelWarn, "could not release an unused run id",
+				slog.String("thread_id", meta.ThreadID), slog.String("run_id", meta.RunID), slog.Any("err", err))
+		}
+	}
+}
+
+// rewrite builds the upstream request. For runs, the outbound request gets the run's own
+// context, so a client that disconnects does not cancel the agent's run, and asks for an
+// uncompressed stream, so the proxy can parse it.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(h.cfg.Upstream)
+	pr.SetXForwarded()
+	if rn := runFrom(pr.In.Context()); rn != nil {
+		pr.Out = pr.Out.WithContext(rn.ctx)
+		pr.Out.Header.Del("Accept-Encoding")
+		pr.Out.Header.Del("Last-Event-ID")
+	}
+}
+
+// modifyResponse starts the run's pump when the upstream answers with an event stream and
+// hands the client a subscription in place of the upstream body.
+func (h *Handler) modifyResponse(res *http.Response) error {
+	rn := runFrom(res.Request.Context())
+	if rn == nil {
+		return nil
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 || !isEventStream(res.Header) {
+		h.log.LogAttrs(rn.ctx, slog.LevelInfo, "the agent did not answer the run with an event stream; passed through, not recorded",
+			slog.String("thread_id", rn.meta.ThreadID), slog.String("run_id", rn.meta.RunID),
+			slog.Int("status", res.StatusCode), slog.String("content_type", res.Header.Get("Content-Type")))
+		return nil
+	}
+	rn.pumping.Store(true)
+	var clientGone <-chan struct{}
+	if in := inboundFrom(res.Request); in != nil {
+		clientGone = in.Done()
+	}
+	res.Body = rn.start(res.Body, clientGone)
+	res.ContentLength = -1
+	res.Header.Del("Content-Length")
+	res.Header.Set("Cache-Control", "no-cache")
+	res.Header.Set("X-Accel-Buffering", "no")
+	res.Header.Set("X-Agui-Thread-Id", rn.meta.ThreadID)
+	res.Header.Set("X-Agui-Run-Id", rn.meta.RunID)
+	return nil
+}
+
+// inboundFrom returns the client's request context for an outbound request. The outbound
+// context is the run's own, so the client's is carried on the run.
+func inboundFrom(out *http.Request) context.Context {
+	if rn := runFrom(out.Context()); rn != nil {
+		return rn.clientCtx
+	}
+	return nil
+}
+
+// errorHandler answers upstream failures before the response started.
+func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	h.fail(w, r, err)
+}
+
+// fail writes the problem for err and logs it once.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		// The client is gone: nothing can be written. Logged as 499 like other proxies.
+		h.log.LogAttrs(r.Context(), slog.LevelInfo, "client closed the request", slog.Int("status", 499),
+			slog.String("path", r.URL.Path), slog.Any("err", err))
+		return
+	}
+	pb := writeProblem(w, err)
+	level := slog.LevelInfo
+	if pb.Status >= 500 {
+		level = slog.LevelWarn
+	}
+	h.log.LogAttrs(r.Context(), level, "request refused", slog.Int("status", pb.Status), slog.String("code", pb.Code),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", err.Error()))
+}
+
+func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
+	h.log.LogAttrs(r.Context(), slog.LevelError, "store unavailable", slog.Any("err", err))
+	h.fail(w, r, errStoreUnavailable)
+}
+
+func isStoreSentinel(err error) bool {
+	return errors.Is(err, recorder.ErrRunAlreadyStarted) || errors.Is(err, recorder.ErrThreadRoomMismatch) ||
+		errors.Is(err, recorder.ErrThreadNotFound) || errors.Is(err, recorder.ErrRunNotFound) ||
+		errors.Is(err, agui.ErrInvalidID)
+}
+
+// ActiveRuns returns the number of runs this handler is pumping.
+func (h *Handler) ActiveRuns() int { return int(h.runs.live.Load()) }
+
+// Ready reports whether the handler accepts new runs: not draining, store reachable.
+func (h *Handler) Ready(ctx context.Context) error {
+	if h.draining.Load() {
+		return errShuttingDown
+	}
+	return h.store.Ping(ctx)
+}
+
+// Shutdown stops accepting runs (503 ShuttingDown), lets the runs in flight go on until ctx is
+// done, then cancels the rest (they end with RUN_ERROR code INTERRUPTED, recorded), flushes the
+// recorder and closes the store if the handler created it. It returns ctx's error if runs had
+// to be cancelled. Call it after (or while) http.Server.Shutdown stops new connections.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	h.shutOnce.Do(func() {
+		h.draining.Store(true)
+		done := make(chan struct{})
+		go func() { h.runs.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			h.shutErr = ctx.Err()
+			h.runs.cancelAll(errInterrupted)
+			<-done
+		}
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := h.writer.Shutdown(flushCtx); err != nil {
+			h.log.Error("recorder did not flush every event before shutdown", slog.Any("err", err))
+			h.shutErr = errors.Join(h.shutErr, err)
+		}
+		if h.ownStore {
+			h.store.Close()
+		}
+	})
+	return h.shutErr
+}
+
+// bufferPool gives httputil.ReverseProxy 32 KiB copy buffers from a sync.Pool.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+var _ http.Handler = (*Handler)(nil)

@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// Problem is an RFC 9457 problem document, the body of every error the proxy itself answers.
+// Code is a stable machine-readable name (RunAlreadyStarted, ThreadRoomMismatch, ...).
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+}
+
+// Error codes of the problems the proxy answers.
+const (
+	CodeInvalidRunInput     = "InvalidRunInput"
+	CodeBodyTooLarge        = "BodyTooLarge"
+	CodeRunAlreadyStarted   = "RunAlreadyStarted"
+	CodeThreadRoomMismatch  = "ThreadRoomMismatch"
+	CodeThreadNotFound      = "ThreadNotFound"
+	CodeRunNotFound         = "RunNotFound"
+	CodeIdentityRequired    = "IdentityRequired"
+	CodeInvalidIdentity     = "InvalidIdentity"
+	CodeUpstreamUnavailable = "UpstreamUnavailable"
+	CodeUpstreamTimeout     = "UpstreamTimeout"
+	CodeStoreUnavailable    = "StoreUnavailable"
+	CodeShuttingDown        = "ShuttingDown"
+)
+
+// errIdentityRequired and errInvalidIdentity classify identity header failures.
+var (
+	errIdentityRequired = errors.New("identity header required")
+	errInvalidIdentity  = errors.New("identity header sent more than once")
+	errShuttingDown     = errors.New("proxy is shutting down")
+	errStoreUnavailable = errors.New("store unavailable")
+)
+
+// problemFor maps an error to the problem the client gets. It is the one place where errors
+// become statuses. Details never include store errors, addresses or stack traces: only the
+// error texts of our own validation, which quote client input that has been bounded.
+func problemFor(err error) Problem {
+	p := func(status int, code, title, detail string) Problem {
+		return Problem{Type: "urn:agui-proxy:problem:" + code, Title: title, Status: status, Detail: detail, Code: code}
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return p(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "Request body too large",
+			"the request body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+	case errors.Is(err, agui.ErrInvalidRunInput):
+		return p(http.StatusBadRequest, CodeInvalidRunInput, "Invalid RunAgentInput", err.Error())
+	case errors.Is(err, errInvalidIdentity):
+		return p(http.StatusBadRequest, CodeInvalidIdentity, "Invalid identity", err.Error())
+	case errors.Is(err, errIdentityRequired):
+		return p(http.StatusUnauthorized, CodeIdentityRequired, "Identity required", "this proxy is multi-tenant: requests need an identity")
+	case errors.Is(err, recorder.ErrRunAlreadyStarted):
+		return p(http.StatusConflict, CodeRunAlreadyStarted, "Run already started", "this runId was already used on this thread; resume it with Last-Event-ID or use a new runId")
+	case errors.Is(err, recorder.ErrThreadRoomMismatch):
+		return p(http.StatusConflict, CodeThreadRoomMismatch, "Thread belongs to another route", "this thread was created through another route")
+	case errors.Is(err, recorder.ErrThreadNotFound):
+		return p(http.StatusNotFound, CodeThreadNotFound, "Thread not found", "")
+	case errors.Is(err, recorder.ErrRunNotFound):
+		return p(http.StatusNotFound, CodeRunNotFound, "Run not found", "")
+	case errors.Is(err, errShuttingDown):
+		return p(http.StatusServiceUnavailable, CodeShuttingDown, "Shutting down", "the proxy is draining; retry on another replica")
+	case errors.Is(err, errStoreUnavailable):
+		return p(http.StatusServiceUnavailable, CodeStoreUnavailable, "Store unavailable", "the run could not be registered; retry later")
+	case isTimeout(err):
+		return p(http.StatusGatewayTimeout, CodeUpstreamTimeout, "Upstream timeout", "the agent did not answer in time")
+	default:
+		return p(http.StatusBadGateway, CodeUpstreamUnavailable, "Upstream unavailable", "the agent could not be reached")
+	}
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// writeProblem answers err as application/problem+json. Only before the response started.
+func writeProblem(w http.ResponseWriter, err error) Problem {
+	pb := problemFor(err)
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Del("Content-Length")
+	if pb.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(pb.Status)
+	body, _ := json.Marshal(pb)
+	w.Write(append(body, '\n'))
+	return pb
+}

@@ -1,0 +1,245 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// countingUpstream counts the requests that reached it and answers with a short valid run.
+func countingUpstream(t *testing.T) (*atomic.Int64, string) {
+	var n atomic.Int64
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n")
+	}))
+	return &n, s.URL
+}
+
+// TestBadRunInput checks that malformed, ambiguous or oversized run requests get a problem and
+// never reach the agent (reliability B1-B6).
+func TestBadRunInput(t *testing.T) {
+	calls, upstream := countingUpstream(t)
+	_, px := startProxy(t, upstream, Config{MaxBodyBytes: 1 << 10})
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		code   string
+	}{
+		{"not json", `hello`, 400, CodeInvalidRunInput},
+		{"truncated", `{"threadId":"t","runId":`, 400, CodeInvalidRunInput},
+		{"case variant key", `{"threadId":"victim","THREADID":"mine","runId":"r","messages":[]}`, 400, CodeInvalidRunInput},
+		{"snake variant", `{"threadId":"a","thread_id":"b","runId":"r","messages":[]}`, 400, CodeInvalidRunInput},
+		{"duplicate runId", `{"threadId":"t","runId":"a","runId":"b","messages":[]}`, 400, CodeInvalidRunInput},
+		{"newline in id", `{"threadId":"a\nb","runId":"r","messages":[]}`, 400, CodeInvalidRunInput},
+		{"brace in id", `{"threadId":"{t}","runId":"r","messages":[]}`, 400, CodeInvalidRunInput},
+		{"star in id", `{"threadId":"t*","runId":"r","messages":[]}`, 400, CodeInvalidRunInput},
+		{"long id", `{"threadId":"` + strings.Repeat("x", 900) + `","runId":"r"}`, 400, CodeInvalidRunInput},
+		{"too large", `{"threadId":"t","runId":"r","state":"` + strings.Repeat("x", 2000) + `"}`, 413, CodeBodyTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := postRun(t, t.Context(), px.URL, tt.body, nil)
+			p := decodeProblem(t, res)
+			if res.StatusCode != tt.status || p.Code != tt.code {
+				t.Errorf("POST %.40q = %d %s, want %d %s", tt.body, res.StatusCode, p.Code, tt.status, tt.code)
+			}
+		})
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the agent was contacted %d times by refused requests", n)
+	}
+}
+
+// TestRunAlreadyStarted checks that a run id is used once (Soliplex "Single Execution").
+func TestRunAlreadyStarted(t *testing.T) {
+	calls, upstream := countingUpstream(t)
+	h, px := startProxy(t, upstream, Config{})
+	body := `{"threadId":"t","runId":"r","messages":[]}`
+	res := postRun(t, t.Context(), px.URL, body, nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	waitRunEnded(t, h.Store(), "t", "r")
+	res = postRun(t, t.Context(), px.URL, body, nil)
+	if p := decodeProblem(t, res); res.StatusCode != http.StatusConflict || p.Code != CodeRunAlreadyStarted {
+		t.Errorf("second POST = %d %s, want 409 %s", res.StatusCode, p.Code, CodeRunAlreadyStarted)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("agent called %d times, want 1", n)
+	}
+}
+
+// TestThreadRoomMismatch checks that a thread is bound to the route that created it.
+func TestThreadRoomMismatch(t *testing.T) {
+	_, upstream := countingUpstream(t)
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	ha, pa := startProxy(t, upstream, Config{Store: store, Route: "room-a"})
+	_, pb := startProxy(t, upstream, Config{Store: store, Route: "room-b"})
+	res := postRun(t, t.Context(), pa.URL, `{"threadId":"t","runId":"r1","messages":[]}`, nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	waitRunEnded(t, ha.Store(), "t", "r1")
+	res = postRun(t, t.Context(), pb.URL, `{"threadId":"t","runId":"r2","messages":[]}`, nil)
+	if p := decodeProblem(t, res); res.StatusCode != http.StatusConflict || p.Code != CodeThreadRoomMismatch {
+		t.Errorf("POST through another route = %d %s, want 409 %s", res.StatusCode, p.Code, CodeThreadRoomMismatch)
+	}
+}
+
+// TestIdentity checks thread ownership by the trusted identity header and its hygiene
+// (reliability B8, B9 and the Caddy CVE-2026-30851 class).
+func TestIdentity(t *testing.T) {
+	var seen atomic.Value
+	upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.Header.Clone())
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n")
+	}))
+	h, px := startProxy(t, upstream.URL, Config{IdentityHeader: "X-Agui-User"})
+	run := func(runID string, hdr http.Header) *http.Response {
+		return postRun(t, t.Context(), px.URL, `{"threadId":"owned","runId":"`+runID+`","messages":[]}`, hdr)
+	}
+	res := run("r1", http.Header{"X-Agui-User": {"alice"}, "X_agui_user": {"mallory"}})
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("owner's run = %d", res.StatusCode)
+	}
+	hdr := seen.Load().(http.Header)
+	if hdr.Get("X-Agui-User") != "alice" || len(hdr["X_agui_user"]) != 0 {
+		t.Errorf("upstream saw identity headers %v, want only X-Agui-User: alice", hdr)
+	}
+	waitRunEnded(t, h.Store(), "owned", "r1")
+
+	tests := []struct {
+		name   string
+		hdr    http.Header
+		status int
+		code   string
+	}{
+		{"other identity", http.Header{"X-Agui-User": {"bob"}}, 404, CodeThreadNotFound},
+		{"look-alike only", http.Header{"X_agui_user": {"alice"}}, 401, CodeIdentityRequired},
+		{"anonymous", nil, 401, CodeIdentityRequired},
+		{"duplicated", http.Header{"X-Agui-User": {"alice", "bob"}}, 400, CodeInvalidIdentity},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := run("x"+string(rune('a'+i)), tt.hdr)
+			if p := decodeProblem(t, res); res.StatusCode != tt.status || p.Code != tt.code {
+				t.Errorf("= %d %s, want %d %s", res.StatusCode, p.Code, tt.status, tt.code)
+			}
+		})
+	}
+}
+
+// TestUpstreamFailures checks the answers before a stream starts, and that a failed run does
+// not consume its run id (reliability F6, F8, F9).
+func TestUpstreamFailures(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		h, px := startProxy(t, deadUpstreamAddr(t), Config{})
+		res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
+		if p := decodeProblem(t, res); res.StatusCode != http.StatusBadGateway || p.Code != CodeUpstreamUnavailable {
+			t.Errorf("= %d %s, want 502 %s", res.StatusCode, p.Code, CodeUpstreamUnavailable)
+		}
+		if _, err := h.Store().Run(context.Background(), "t", "r"); !errors.Is(err, recorder.ErrRunNotFound) && !errors.Is(err, recorder.ErrThreadNotFound) {
+			t.Errorf("run id kept after a refused upstream: %v", err)
+		}
+	})
+	t.Run("header timeout", func(t *testing.T) {
+		release := make(chan struct{})
+		slow := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}))
+		defer close(release)
+		_, px := startProxy(t, slow.URL, Config{ResponseHeaderTimeout: 50 * time.Millisecond})
+		res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
+		if p := decodeProblem(t, res); res.StatusCode != http.StatusGatewayTimeout || p.Code != CodeUpstreamTimeout {
+			t.Errorf("= %d %s, want 504 %s", res.StatusCode, p.Code, CodeUpstreamTimeout)
+		}
+	})
+	t.Run("not an event stream", func(t *testing.T) {
+		calls := 0
+		up := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls++
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":"no"}`)
+		}))
+		_, px := startProxy(t, up.URL, Config{})
+		for range 2 { // the run id is not consumed: the same request passes through again
+			res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusUnauthorized || string(b) != `{"error":"no"}` {
+				t.Errorf("= %d %q, want the agent's 401 untouched", res.StatusCode, b)
+			}
+		}
+		if calls != 2 {
+			t.Errorf("agent called %d times, want 2", calls)
+		}
+	})
+}
+
+// TestUpstreamBreaks checks that a stream that breaks mid-frame ends cleanly with a RUN_ERROR,
+// without the partial frame, and is recorded as the client saw it (reliability F3).
+func TestUpstreamBreaks(t *testing.T) {
+	up := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\ndata: {\"type\":\"TEXT_MESS")
+		http.NewResponseController(w).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	h, px := startProxy(t, up.URL, Config{})
+	res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
+	frames, err := readFrames(t, res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatalf("client stream: %v", err)
+	}
+	got := dataFrames(frames)
+	if len(got) != 3 || got[2].eventType() != agui.RunError || !bytes.Contains(got[2].data, []byte(CodeUpstreamDisconnected)) {
+		t.Fatalf("client saw %d events, last %s; want RUN_STARTED, TEXT_MESSAGE_START, RUN_ERROR %s", len(got), got[len(got)-1].data, CodeUpstreamDisconnected)
+	}
+	run := waitRunEnded(t, h.Store(), "t", "r")
+	stored := storedEvents(t, h.Store(), "t", "r")
+	if run.Status != recorder.StatusError || len(stored) != 3 || !bytes.Equal(stored[2].Frame, got[2].raw) {
+		t.Errorf("run %+v, %d stored events; want error with the 3 the client saw", run, len(stored))
+	}
+}
+
+// TestSynthesizedRunStarted checks that a run whose agent never sends RUN_STARTED still starts
+// with one, carrying the lineage and input.
+func TestSynthesizedRunStarted(t *testing.T) {
+	up := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": hello\n\ndata: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n")
+	}))
+	_, px := startProxy(t, up.URL, Config{})
+	res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}]}`, nil)
+	frames, _ := readFrames(t, res.Body)
+	res.Body.Close()
+	if len(frames) == 0 || frames[0].hasData || string(frames[0].raw) != ": hello\n\n" {
+		t.Errorf("comment frame not forwarded first: %d frames", len(frames))
+	}
+	got := dataFrames(frames)
+	want := `{"type":"RUN_STARTED","threadId":"t","runId":"r","input":{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}]}}`
+	if len(got) != 4 || string(got[0].data) != want {
+		t.Fatalf("events %d, first %s; want 4 starting with %s", len(got), got[0].data, want)
+	}
+}

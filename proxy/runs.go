@@ -1,0 +1,274 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/sse"
+)
+
+// Causes that end a run early; they become the code of the RUN_ERROR the proxy appends.
+var (
+	errUpstreamIdle = errors.New("the agent sent nothing for too long")
+	errRunTimeout   = errors.New("the run exceeded the maximum run duration")
+	errInterrupted  = errors.New("the proxy shut down before the run ended")
+	errStoreTooSlow = errors.New("the store did not acknowledge an event in time")
+	errRunAbandoned = errors.New("the upstream did not answer with an event stream")
+)
+
+// RUN_ERROR codes the proxy uses when it has to end a run itself.
+const (
+	CodeUpstreamEnded        = "UPSTREAM_ENDED"        // clean EOF without RUN_FINISHED/RUN_ERROR
+	CodeUpstreamDisconnected = "UPSTREAM_DISCONNECTED" // the connection broke mid-stream
+	CodeUpstreamIdle         = "UPSTREAM_IDLE"
+	CodeRunTimeout           = "RUN_TIMEOUT"
+	CodeFrameTooLarge        = "FRAME_TOO_LARGE"
+	CodeInterrupted          = "INTERRUPTED"
+	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"
+)
+
+// syncStoreTimeout bounds how long a run waits for one event to be stored in sync durability
+// mode before it is ended with STORAGE_UNAVAILABLE.
+const syncStoreTimeout = 10 * time.Second
+
+// run is one live run: the pump goroutine reading the upstream body, the subscribers it feeds.
+type run struct {
+	h      *Handler
+	meta   recorder.Run
+	input  *agui.RunInput
+	parent string // parentRunId to inject when the upstream's RUN_STARTED lacks one
+	// inputJSON is the normalized RunAgentInput injected as RUN_STARTED.input.
+	inputJSON []byte
+
+	ctx       context.Context // the upstream request's context; cancelled by stop or the registry
+	clientCtx context.Context // the first client's request context (its end does not end the run)
+	pumping   atomic.Bool     // the upstream answered with an event stream and the pump started
+	cancel    context.CancelCauseFunc
+	bc        broadcast
+	done      chan struct{} // closed when the pump has finished, run recorded as ended
+
+	seq      int64 // last seq assigned; pump goroutine only
+	started  bool  // RUN_STARTED sent; pump goroutine only
+	terminal string
+	final    bool // the run is being ended: record without waiting for the store
+	idBuf    []byte
+}
+
+// registry owns the live runs of a Handler and their pump goroutines.
+type registry struct {
+	mu   sync.Mutex
+	runs map[string]*run // key: threadID + "\x00" + runID
+	wg   sync.WaitGroup
+	live atomic.Int64
+}
+
+func runKey(threadID, runID string) string { return threadID + "\x00" + runID }
+
+func (g *registry) add(r *run) {
+	g.mu.Lock()
+	if g.runs == nil {
+		g.runs = make(map[string]*run)
+	}
+	g.runs[runKey(r.meta.ThreadID, r.meta.RunID)] = r
+	g.mu.Unlock()
+	g.live.Add(1)
+}
+
+func (g *registry) remove(r *run) {
+	g.mu.Lock()
+	delete(g.runs, runKey(r.meta.ThreadID, r.meta.RunID))
+	g.mu.Unlock()
+	g.live.Add(-1)
+}
+
+// get returns the live run, or nil.
+func (g *registry) get(threadID, runID string) *run {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.runs[runKey(threadID, runID)]
+}
+
+// cancelAll cancels every live run with cause.
+func (g *registry) cancelAll(cause error) {
+	g.mu.Lock()
+	for _, r := range g.runs {
+		r.cancel(cause)
+	}
+	g.mu.Unlock()
+}
+
+// start hands the upstream body to a new pump goroutine and returns the first client's
+// subscription. The registry owns the goroutine: Handler.Shutdown waits for it.
+func (r *run) start(body io.ReadCloser, clientGone <-chan struct{}) *subscriber {
+	sub, _ := r.bc.subscribe(r.h.cfg.ClientQueueBytes, r.h.cfg.HeartbeatInterval, clientGone)
+	r.h.runs.wg.Add(1)
+	go r.pump(body)
+	return sub
+}
+
+// pump reads the upstream stream to its end, whatever happens to the clients: every frame is
+// given an id, recorded and published. It ends the run well-formed: RUN_STARTED first, and a
+// RUN_ERROR appended when the upstream did not end with RUN_FINISHED or RUN_ERROR.
+func (r *run) pump(body io.ReadCloser) {
+	h := r.h
+	defer h.runs.wg.Done()
+	defer close(r.done)
+	defer h.runs.remove(r)
+	defer r.cancel(nil)
+	defer body.Close()
+
+	var watchdog *time.Timer
+	if h.cfg.UpstreamIdleTimeout > 0 {
+		watchdog = time.AfterFunc(h.cfg.UpstreamIdleTimeout, func() { r.cancel(errUpstreamIdle) })
+		defer watchdog.Stop()
+	}
+	rd := sse.NewReader(body, sse.Limits{MaxLineBytes: h.cfg.MaxEventBytes, MaxFrameBytes: h.cfg.MaxEventBytes})
+	var err error
+	for {
+		var f *sse.Frame
+		f, err = rd.Next()
+		if err != nil {
+			break
+		}
+		if watchdog != nil {
+			watchdog.Reset(h.cfg.UpstreamIdleTimeout)
+		}
+		if !f.HasData {
+			// Comments, heartbeats, blank lines: forwarded as they are, not recorded.
+			r.bc.publish(append([]byte(nil), f.Raw...), 0)
+			continue
+		}
+		typ, ok := agui.EventType(f.Data)
+		if !f.Terminated && !ok {
+			h.log.LogAttrs(r.ctx, slog.LevelWarn, "dropped an unterminated final frame that is not a JSON event",
+				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID))
+			break
+		}
+		if !r.started {
+			r.started = true
+			if typ == agui.RunStarted {
+				if err = r.emitData(typ, r.enrichRunStarted(f.Data)); err != nil {
+					break
+				}
+				continue
+			}
+			if err = r.emitData(agui.RunStarted, r.synthesizedRunStarted()); err != nil {
+				break
+			}
+		}
+		if !ok {
+			h.log.LogAttrs(r.ctx, slog.LevelWarn, "recording a frame whose data is not a JSON event",
+				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Int64("seq", r.seq+1))
+		}
+		if agui.IsTerminal(typ) {
+			r.terminal = typ
+		}
+		r.seq++
+		out := f.AppendWithID(make([]byte, 0, len(f.Raw)+len(r.meta.RunID)+32), r.cursor())
+		if err = r.record(typ, out); err != nil {
+			break
+		}
+		r.bc.publish(out, r.seq)
+	}
+	r.end(err)
+}
+
+// end records how the run ended, appending the RUN_STARTED / RUN_ERROR the upstream did not
+// send, and releases the subscribers.
+func (r *run) end(readErr error) {
+	h := r.h
+	status, detail := recorder.StatusFinished, ""
+	if r.terminal == agui.RunError {
+		status = recorder.StatusError
+	}
+	if r.terminal == "" {
+		code, msg := r.endCause(readErr)
+		status, detail = recorder.StatusError, code
+		if code == CodeInterrupted {
+			status = recorder.StatusInterrupted
+		}
+		r.final = true // from here on, events are published even if the store does not answer
+		if !r.started {
+			r.started = true
+			r.emitData(agui.RunStarted, r.synthesizedRunStarted())
+		}
+		r.emitData(agui.RunError, runErrorJSON(msg, code))
+		h.log.LogAttrs(context.Background(), slog.LevelWarn, "run ended without a terminal event from the agent",
+			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
+			slog.String("code", code), slog.Any("err", readErr))
+	}
+	h.writer.Finish(r.meta, status, detail, r.seq)
+	r.bc.end()
+	h.log.LogAttrs(context.Background(), slog.LevelInfo, "run ended",
+		slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
+		slog.String("status", string(status)), slog.Int64("events", r.seq))
+}
+
+// endCause classifies why the upstream stream ended without a terminal event.
+func (r *run) endCause(readErr error) (code, msg string) {
+	switch cause := context.Cause(r.ctx); {
+	case errors.Is(cause, errUpstreamIdle):
+		return CodeUpstreamIdle, "agui-proxy: " + cause.Error()
+	case errors.Is(cause, errRunTimeout):
+		return CodeRunTimeout, "agui-proxy: " + cause.Error()
+	case errors.Is(cause, errInterrupted):
+		return CodeInterrupted, "agui-proxy: " + cause.Error()
+	case errors.Is(cause, errStoreTooSlow):
+		return CodeStorageUnavailable, "agui-proxy: " + cause.Error()
+	}
+	switch {
+	case errors.Is(readErr, sse.ErrFrameTooLarge) || errors.Is(readErr, sse.ErrLineTooLong):
+		return CodeFrameTooLarge, "agui-proxy: the agent sent an event larger than " + strconv.Itoa(r.h.cfg.MaxEventBytes) + " bytes"
+	case readErr == nil || errors.Is(readErr, io.EOF):
+		return CodeUpstreamEnded, "agui-proxy: the agent ended the stream without RUN_FINISHED or RUN_ERROR"
+	default:
+		return CodeUpstreamDisconnected, "agui-proxy: the connection to the agent broke before the run ended"
+	}
+}
+
+// emitData sends and records an event the proxy wrote itself (enriched or synthesized).
+func (r *run) emitData(typ string, data []byte) error {
+	r.seq++
+	out, err := sse.AppendEvent(make([]byte, 0, len(data)+len(r.meta.RunID)+32), sse.Event{ID: r.cursor(), Data: data})
+	if err != nil { // ids are validated before a run exists; this would be a bug
+		return fmt.Errorf("encoding event %d: %w", r.seq, err)
+	}
+	if err := r.record(typ, out); err != nil {
+		return err
+	}
+	r.bc.publish(out, r.seq)
+	return nil
+}
+
+// cursor formats the id of the event r.seq. The returned string is only valid until the next
+// call.
+func (r *run) cursor() string {
+	r.idBuf = recorder.AppendCursor(r.idBuf[:0], r.meta.RunID, r.meta.Epoch, r.seq)
+	return string(r.idBuf)
+}
+
+// record hands the event to the writer. In async mode it never blocks; in sync mode it returns
+// once the event is stored, or an error when the store did not answer in time.
+func (r *run) record(typ string, frame []byte) error {
+	ev := recorder.Event{Seq: r.seq, Type: typ, Frame: frame}
+	if r.h.cfg.Durability != recorder.DurabilitySync || r.final {
+		r.h.writer.Append(r.meta, ev) // overflow is counted, logged and marked as a gap by the writer
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, syncStoreTimeout)
+	defer cancel()
+	if err := r.h.writer.AppendSync(ctx, r.meta, ev); err != nil {
+		r.cancel(errStoreTooSlow)
+		return err
+	}
+	return nil
+}

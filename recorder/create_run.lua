@@ -1,0 +1,58 @@
+-- create_run.lua: register a run on its thread, claiming the thread when it is new.
+--
+-- KEYS[1] thread hash      <prefix>:{<threadId>}:thread
+-- KEYS[2] runs list        <prefix>:{<threadId>}:runs
+-- KEYS[3] run hash         <prefix>:{<threadId>}:run:<runId>
+-- KEYS[4] parent run hash  <prefix>:{<threadId>}:run:<parentRunId> (KEYS[3] again for a root run)
+-- ARGV[1] runId   ARGV[2] parentRunId ('' for a root run)   ARGV[3] epoch   ARGV[4] owner
+-- ARGV[5] route   ARGV[6] now ms   ARGV[7] TTL ms (0: keep)
+-- ARGV[8] key base <prefix>:{<threadId>}: (the TTL refresh reaches every run of the thread;
+--         keys are formed exactly as recorder.key forms them: base .. kind .. ':' .. runId)
+--
+-- Owner and route are written together with the first run (HSETNX semantics: the script is
+-- atomic, so of two concurrent first POSTs by different identities only one can win).
+-- Errors (first word is the code the Go side maps to a sentinel):
+--   NOTHREAD      the thread is owned by another identity (indistinguishable from unknown)
+--   ROOMMISMATCH  the thread was created through another route
+--   RUNEXISTS     the run id is already recorded in the thread
+--   NORUN         parentRunId is not a run of this thread
+-- Returns {} for a new thread, else {owner, route, createdMs, latestRunId, runCount} as they
+-- were before this run.
+local prev = redis.call('HMGET', KEYS[1], 'owner', 'route', 'created')
+local exists = prev[1] ~= false
+if exists then
+  if prev[1] ~= ARGV[4] then
+    return redis.error_reply('NOTHREAD thread owned by another identity')
+  end
+  if prev[2] ~= ARGV[5] then
+    return redis.error_reply('ROOMMISMATCH thread belongs to another route')
+  end
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return redis.error_reply('RUNEXISTS run already started')
+end
+if ARGV[2] ~= '' and (not exists or redis.call('EXISTS', KEYS[4]) == 0) then
+  return redis.error_reply('NORUN parent run not in thread')
+end
+local result = {}
+if exists then
+  local latest = redis.call('LINDEX', KEYS[2], -1) or ''
+  result = {prev[1], prev[2], prev[3] or '0', latest, redis.call('LLEN', KEYS[2])}
+else
+  redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'route', ARGV[5], 'created', ARGV[6])
+end
+redis.call('HSET', KEYS[3], 'epoch', ARGV[3], 'parent', ARGV[2], 'status', 'running',
+  'detail', '', 'route', ARGV[5], 'owner', ARGV[4], 'created', ARGV[6], 'updated', ARGV[6],
+  'last', 0, 'gaps', '')
+redis.call('RPUSH', KEYS[2], ARGV[1])
+local ttl = tonumber(ARGV[7])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  for _, id in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    redis.call('PEXPIRE', ARGV[8] .. 'run:' .. id, ttl)
+    redis.call('PEXPIRE', ARGV[8] .. 'events:' .. id, ttl)
+    redis.call('PEXPIRE', ARGV[8] .. 'checkpoint:' .. id, ttl)
+  end
+end
+return result

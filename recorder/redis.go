@@ -1,0 +1,630 @@
+package recorder
+
+import (
+	"context"
+	_ "embed" // Lua scripts
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lua scripts, one per multi-key write; each file lists its KEYS and ARGV.
+var (
+	//go:embed create_run.lua
+	createRunLua string
+	//go:embed append.lua
+	appendLua string
+	//go:embed finish_run.lua
+	finishRunLua string
+	//go:embed delete_run.lua
+	deleteRunLua string
+	//go:embed put_checkpoint.lua
+	putCheckpointLua string
+
+	createRunScript     = redis.NewScript(createRunLua)
+	appendScript        = redis.NewScript(appendLua)
+	finishRunScript     = redis.NewScript(finishRunLua)
+	deleteRunScript     = redis.NewScript(deleteRunLua)
+	putCheckpointScript = redis.NewScript(putCheckpointLua)
+)
+
+// Connection defaults of a RedisStore (see RedisConfig.Options).
+const (
+	// DefaultRedisTimeout is the read and write timeout of every Redis command. A hung Redis
+	// is noticed after this long; the writer then buffers and retries.
+	DefaultRedisTimeout = 2 * time.Second
+	// DefaultRedisMaxRetries is how often go-redis re-sends a command after a network error or
+	// timeout. Retries are safe for every write of this store: all of them are idempotent
+	// scripts (append skips seqs already stored).
+	DefaultRedisMaxRetries = 2
+	// DefaultRedisPoolTimeout is how long a command waits for a free pool connection; shorter
+	// than DefaultRedisTimeout so a pool exhausted by slow commands fails fast.
+	DefaultRedisPoolTimeout = time.Second
+	// DefaultRedisWritePoolSize is the size of the writer pool (Append, FinishRun). The Writer
+	// issues one call at a time, so a few connections are plenty.
+	DefaultRedisWritePoolSize = 4
+)
+
+// DefaultRedisReadPoolSize is the size of the pool used by every other method: 8 per CPU.
+var DefaultRedisReadPoolSize = 8 * runtime.GOMAXPROCS(0)
+
+// RedisConfig configures a RedisStore.
+type RedisConfig struct {
+	// URL is a redis:// or rediss:// URL (redis.ParseURL), e.g. the value of AGUI_REDIS_URL.
+	// Ignored when Options is set.
+	URL string
+	// Prefix starts every key (default DefaultPrefix). It must not contain '{', '}',
+	// whitespace or control characters (ErrInvalidPrefix).
+	Prefix string
+	// TTL removes a thread's keys TTL after its last write (each append refreshes the run's and
+	// the thread's keys; creating or finishing a run refreshes all the thread's keys). Zero keeps
+	// them forever.
+	TTL time.Duration
+	// MaxEventsPerRun trims each run's stream with XADD MAXLEN ~ (approximate: Redis trims at
+	// whole stream nodes, so somewhat more may be kept). Zero keeps every event.
+	MaxEventsPerRun int64
+	// Options, when set, replaces both the URL and this package's connection defaults; it is
+	// used as given for both pools (copied, then PoolSize is the caller's). Nil: URL parsed,
+	// then ReadTimeout/WriteTimeout DefaultRedisTimeout, MaxRetries DefaultRedisMaxRetries,
+	// PoolTimeout DefaultRedisPoolTimeout, ContextTimeoutEnabled, and two clients: one with
+	// DefaultRedisWritePoolSize connections (plus as many for pipelines) for Append and
+	// FinishRun, one with DefaultRedisReadPoolSize (plus as many) for everything else, each
+	// with one idle connection kept warm and MaxActiveConns = PoolSize.
+	Options *redis.Options
+	// Logger receives warnings (data loss detected, configuration risks). Nil: discard.
+	Logger *slog.Logger
+}
+
+// RedisStore is the Store on Redis (Streams for events, hashes and lists for metadata). All
+// multi-key writes are Lua scripts, so each is atomic; see the package documentation for the
+// key layout. It holds two connection pools: one used only by Append and FinishRun (the
+// recorder's path), one for everything else, so a storm of reads cannot starve recording.
+// It is safe for concurrent use and starts no goroutine of its own (go-redis pools may).
+type RedisStore struct {
+	prefix  string
+	ttlMs   int64
+	maxLen  int64
+	w, r    *redis.Client
+	log     *slog.Logger
+	closed  atomic.Bool
+	nowFunc func() time.Time
+}
+
+// NewRedisStore connects to Redis and checks it answers PING.
+func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if err := validatePrefix(cfg.Prefix); err != nil {
+		return nil, err
+	}
+	if cfg.TTL < 0 || cfg.MaxEventsPerRun < 0 {
+		return nil, fmt.Errorf("recorder: negative TTL %v or MaxEventsPerRun %d", cfg.TTL, cfg.MaxEventsPerRun)
+	}
+	var wo, ro redis.Options
+	if cfg.Options != nil {
+		wo, ro = *cfg.Options, *cfg.Options
+	} else {
+		if cfg.URL == "" {
+			return nil, errors.New("recorder: RedisConfig needs a URL or Options")
+		}
+		o, err := redis.ParseURL(cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("recorder: parsing redis URL: %w", err)
+		}
+		o.ReadTimeout = DefaultRedisTimeout
+		o.WriteTimeout = DefaultRedisTimeout
+		o.DialTimeout = DefaultRedisTimeout
+		o.MaxRetries = DefaultRedisMaxRetries
+		o.PoolTimeout = DefaultRedisPoolTimeout
+		o.ContextTimeoutEnabled = true
+		o.MinIdleConns = 1
+		wo, ro = *o, *o
+		// go-redis keeps pipelines (Append, the reads) in a dedicated pool next to the main
+		// one; both are bounded, so each client holds at most PoolSize + PipelinePoolSize.
+		wo.PoolSize, wo.MaxActiveConns, wo.PipelinePoolSize = DefaultRedisWritePoolSize, DefaultRedisWritePoolSize, DefaultRedisWritePoolSize
+		ro.PoolSize, ro.MaxActiveConns, ro.PipelinePoolSize = DefaultRedisReadPoolSize, DefaultRedisReadPoolSize, DefaultRedisReadPoolSize
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &RedisStore{
+		prefix:  cfg.Prefix,
+		ttlMs:   cfg.TTL.Milliseconds(),
+		maxLen:  cfg.MaxEventsPerRun,
+		w:       redis.NewClient(&wo),
+		r:       redis.NewClient(&ro),
+		log:     log,
+		nowFunc: time.Now,
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// CheckConfig reads the server settings that decide what a crash or memory pressure can lose
+// and logs a warning for each risky one: maxmemory-policy other than noeviction or volatile-*
+// (events may be evicted), appendonly no (a restart loses everything since the last
+// snapshot). It returns the warnings it logged. A server that refuses CONFIG (managed Redis)
+// gives one warning saying so, never an error.
+func (s *RedisStore) CheckConfig(ctx context.Context) []string {
+	var warnings []string
+	warn := func(msg string, args ...any) {
+		warnings = append(warnings, msg)
+		s.log.Warn(msg, args...)
+	}
+	vals, err := s.r.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		warn("redis: cannot read server configuration; check maxmemory-policy and appendonly by hand", "err", err)
+		return warnings
+	}
+	if p := vals["maxmemory-policy"]; p != "noeviction" && !strings.HasPrefix(p, "volatile-") {
+		warn("redis: maxmemory-policy lets Redis evict recorded events; use noeviction or volatile-* with a TTL", "maxmemory-policy", p)
+	}
+	if vals, err = s.r.ConfigGet(ctx, "appendonly").Result(); err != nil {
+		warn("redis: cannot read server configuration; check appendonly by hand", "err", err)
+		return warnings
+	}
+	if vals["appendonly"] != "yes" {
+		warn("redis: appendonly is off; a Redis restart loses every event written since the last snapshot", "appendonly", vals["appendonly"])
+	}
+	return warnings
+}
+
+// scriptError maps a script's error reply to the package's sentinels.
+func scriptError(err error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case redis.HasErrorPrefix(err, "NOTHREAD"):
+		return fmt.Errorf("%s: %w", what, ErrThreadNotFound)
+	case redis.HasErrorPrefix(err, "ROOMMISMATCH"):
+		return fmt.Errorf("%s: %w", what, ErrThreadRoomMismatch)
+	case redis.HasErrorPrefix(err, "RUNEXISTS"):
+		return fmt.Errorf("%s: %w", what, ErrRunAlreadyStarted)
+	case redis.HasErrorPrefix(err, "NORUN"):
+		return fmt.Errorf("%s: %w", what, ErrRunNotFound)
+	case errors.Is(err, redis.ErrClosed):
+		return fmt.Errorf("%s: %w", what, ErrClosed)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func (s *RedisStore) check() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *RedisStore) nowMs() int64 { return s.nowFunc().UnixMilli() }
+
+// CreateRun implements Store.
+func (s *RedisStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
+	if err := validateRun(run); err != nil {
+		return Thread{}, err
+	}
+	if err := s.check(); err != nil {
+		return Thread{}, err
+	}
+	k, _ := keysFor(s.prefix, run.ThreadID, run.RunID)
+	parentKey := k.run
+	if run.ParentRunID != "" {
+		parentKey = key(s.prefix, run.ThreadID, kindRun, run.ParentRunID)
+	}
+	res, err := createRunScript.Run(ctx, s.r, []string{k.thread, k.runs, k.run, parentKey},
+		run.RunID, run.ParentRunID, run.Epoch, run.Owner, run.Route, s.nowMs(), s.ttlMs, k.base).Slice()
+	if err != nil {
+		return Thread{}, scriptError(err, fmt.Sprintf("creating run %q in thread %q", run.RunID, run.ThreadID))
+	}
+	if len(res) == 0 {
+		return Thread{}, nil
+	}
+	if len(res) != 5 {
+		return Thread{}, fmt.Errorf("creating run %q: unexpected script reply %v", run.RunID, res)
+	}
+	th := Thread{ID: run.ThreadID, Owner: str(res[0]), Route: str(res[1]), CreatedAt: msTime(str(res[2])), LatestRunID: str(res[3])}
+	if n, ok := res[4].(int64); ok {
+		th.RunCount = int(n)
+	}
+	return th, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func msTime(s string) time.Time {
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// DeleteRun implements Store.
+func (s *RedisStore) DeleteRun(ctx context.Context, threadID, runID string) error {
+	k, err := keysFor(s.prefix, threadID, runID)
+	if err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	err = deleteRunScript.Run(ctx, s.r, []string{k.thread, k.runs, k.run, k.events, k.checkpoint}, runID).Err()
+	return scriptError(err, fmt.Sprintf("deleting run %q in thread %q", runID, threadID))
+}
+
+// Append implements Store: one EVALSHA of append.lua per batch, all in one pipeline (one
+// round trip). After a Redis restart the script cache is empty: the whole pipeline is then
+// sent again with EVAL, which is safe because the script skips seqs already stored.
+func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
+	type call struct {
+		keys []string
+		args []any
+	}
+	calls := make([]call, 0, len(batches))
+	now := s.nowMs()
+	for _, b := range batches {
+		if err := validateRun(b.Run); err != nil {
+			return err
+		}
+		k, _ := keysFor(s.prefix, b.Run.ThreadID, b.Run.RunID)
+		status := b.Run.Status
+		if status == "" {
+			status = StatusRunning
+		}
+		created := now
+		if !b.Run.CreatedAt.IsZero() {
+			created = b.Run.CreatedAt.UnixMilli()
+		}
+		args := make([]any, 0, 10+3*len(b.Events))
+		args = append(args, b.Run.RunID, b.Run.Epoch, b.Run.ParentRunID, b.Run.Owner, b.Run.Route,
+			string(status), created, now, s.ttlMs, s.maxLen)
+		for _, ev := range b.Events {
+			args = append(args, ev.Seq, ev.Type, ev.Frame)
+		}
+		calls = append(calls, call{[]string{k.thread, k.runs, k.run, k.events}, args})
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	run := func(eval bool) ([]redis.Cmder, error) {
+		return s.w.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range calls {
+				if eval {
+					appendScript.Eval(ctx, p, c.keys, c.args...)
+				} else {
+					appendScript.EvalSha(ctx, p, c.keys, c.args...)
+				}
+			}
+			return nil
+		})
+	}
+	cmds, err := run(false)
+	if err != nil && hasNoScript(cmds) {
+		cmds, err = run(true)
+	}
+	if err != nil {
+		return scriptError(err, "appending events")
+	}
+	for i, c := range cmds {
+		res, _ := c.(*redis.Cmd).Slice()
+		if len(res) != 2 {
+			continue
+		}
+		b := batches[i]
+		if n, _ := res[0].(int64); n < 0 {
+			s.log.Warn("recorder: events for a run id now used by another run were dropped",
+				"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID, "epoch", b.Run.Epoch, "events", len(b.Events))
+		}
+		if r, _ := res[1].(int64); r == 1 {
+			s.log.Warn("recorder: run metadata was missing in Redis (data loss); re-created it with a gap",
+				"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID)
+		}
+	}
+	return nil
+}
+
+func hasNoScript(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			return true
+		}
+	}
+	return false
+}
+
+// FinishRun implements Store.
+func (s *RedisStore) FinishRun(ctx context.Context, threadID, runID string, status RunStatus, detail string, lastSeq int64) error {
+	k, err := keysFor(s.prefix, threadID, runID)
+	if err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	err = finishRunScript.Run(ctx, s.w, []string{k.thread, k.runs, k.run, k.events},
+		string(status), detail, lastSeq, s.nowMs(), s.ttlMs, k.base).Err()
+	return scriptError(err, fmt.Sprintf("finishing run %q in thread %q", runID, threadID))
+}
+
+// Thread implements Store.
+func (s *RedisStore) Thread(ctx context.Context, threadID string) (Thread, error) {
+	k, err := threadKeys(s.prefix, threadID)
+	if err != nil {
+		return Thread{}, err
+	}
+	if err := s.check(); err != nil {
+		return Thread{}, err
+	}
+	var meta *redis.SliceCmd
+	var count *redis.IntCmd
+	var latest *redis.StringCmd
+	_, err = s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
+		meta = p.HMGet(ctx, k.thread, "owner", "route", "created")
+		count = p.LLen(ctx, k.runs)
+		latest = p.LIndex(ctx, k.runs, -1)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Thread{}, scriptError(err, fmt.Sprintf("reading thread %q", threadID))
+	}
+	v := meta.Val()
+	if len(v) != 3 || v[0] == nil {
+		return Thread{}, fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)
+	}
+	return Thread{
+		ID: threadID, Owner: str(v[0]), Route: str(v[1]), CreatedAt: msTime(str(v[2])),
+		LatestRunID: latest.Val(), RunCount: int(count.Val()),
+	}, nil
+}
+
+// runRead holds the pipelined replies that make up one Run.
+type runRead struct {
+	meta  *redis.MapStringStringCmd
+	first *redis.XMessageSliceCmd
+}
+
+func queueRunRead(ctx context.Context, p redis.Pipeliner, k runKeys) runRead {
+	return runRead{meta: p.HGetAll(ctx, k.run), first: p.XRangeN(ctx, k.events, "-", "+", 1)}
+}
+
+// decode builds the Run; ok is false when the run hash is missing.
+func (rr runRead) decode(threadID, runID string) (Run, bool, error) {
+	m := rr.meta.Val()
+	if len(m) == 0 {
+		return Run{}, false, nil
+	}
+	last, _ := strconv.ParseInt(m["last"], 10, 64)
+	gaps, err := parseGaps(m["gaps"])
+	if err != nil {
+		return Run{}, true, fmt.Errorf("run %q in thread %q: %w", runID, threadID, err)
+	}
+	r := Run{
+		ThreadID: threadID, RunID: runID, ParentRunID: m["parent"], Epoch: m["epoch"],
+		Status: RunStatus(m["status"]), Detail: m["detail"], Route: m["route"], Owner: m["owner"],
+		CreatedAt: msTime(m["created"]), UpdatedAt: msTime(m["updated"]), LastSeq: last, Gaps: gaps,
+	}
+	if first := rr.first.Val(); len(first) > 0 {
+		r.FirstSeq, _ = streamSeq(first[0].ID)
+	} else if last > 0 {
+		// Events recorded but none left (the stream was lost): say so, never claim a whole run.
+		r.Gaps, _ = parseGaps(formatGaps(addGap(gaps, 1, last)))
+	}
+	return r, true, nil
+}
+
+// streamSeq parses a stream entry id "<seq>-0" written by append.lua.
+func streamSeq(id string) (int64, error) {
+	s, ok := strings.CutSuffix(id, "-0")
+	if !ok {
+		return 0, fmt.Errorf("stream id %q is not <seq>-0", id)
+	}
+	seq, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || seq < 1 {
+		return 0, fmt.Errorf("stream id %q is not <seq>-0", id)
+	}
+	return seq, nil
+}
+
+// Run implements Store.
+func (s *RedisStore) Run(ctx context.Context, threadID, runID string) (Run, error) {
+	k, err := keysFor(s.prefix, threadID, runID)
+	if err != nil {
+		return Run{}, err
+	}
+	if err := s.check(); err != nil {
+		return Run{}, err
+	}
+	var rr runRead
+	var thread *redis.IntCmd
+	_, err = s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
+		rr = queueRunRead(ctx, p, k)
+		thread = p.Exists(ctx, k.thread)
+		return nil
+	})
+	if err != nil {
+		return Run{}, scriptError(err, fmt.Sprintf("reading run %q in thread %q", runID, threadID))
+	}
+	r, ok, err := rr.decode(threadID, runID)
+	switch {
+	case err != nil:
+		return Run{}, err
+	case ok:
+		return r, nil
+	case thread.Val() == 0:
+		return Run{}, fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)
+	}
+	return Run{}, fmt.Errorf("run %q in thread %q: %w", runID, threadID, ErrRunNotFound)
+}
+
+// Runs implements Store. Runs whose metadata expired or was lost are left out.
+func (s *RedisStore) Runs(ctx context.Context, threadID string) ([]Run, error) {
+	k, err := threadKeys(s.prefix, threadID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var ids *redis.StringSliceCmd
+	var thread *redis.IntCmd
+	if _, err := s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ids = p.LRange(ctx, k.runs, 0, -1)
+		thread = p.Exists(ctx, k.thread)
+		return nil
+	}); err != nil {
+		return nil, scriptError(err, fmt.Sprintf("reading runs of thread %q", threadID))
+	}
+	if thread.Val() == 0 {
+		return nil, fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)
+	}
+	list := ids.Val()
+	reads := make([]runRead, len(list))
+	if len(list) > 0 {
+		if _, err := s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range list {
+				rk, err := keysFor(s.prefix, threadID, id)
+				if err != nil {
+					return fmt.Errorf("run list of thread %q holds %w", threadID, err)
+				}
+				reads[i] = queueRunRead(ctx, p, rk)
+			}
+			return nil
+		}); err != nil {
+			return nil, scriptError(err, fmt.Sprintf("reading runs of thread %q", threadID))
+		}
+	}
+	out := make([]Run, 0, len(list))
+	for i, id := range list {
+		r, ok, err := reads[i].decode(threadID, id)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Events implements Store: one XRANGE from seq afterSeq+1 with COUNT limit.
+func (s *RedisStore) Events(ctx context.Context, threadID, runID string, afterSeq int64, limit int) ([]Event, error) {
+	k, err := keysFor(s.prefix, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if afterSeq < 0 {
+		afterSeq = 0
+	}
+	start := strconv.FormatInt(afterSeq+1, 10) + "-0"
+	var exists *redis.IntCmd
+	var rng *redis.XMessageSliceCmd
+	if _, err := s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.Exists(ctx, k.run)
+		if limit > 0 {
+			rng = p.XRangeN(ctx, k.events, start, "+", int64(limit))
+		} else {
+			rng = p.XRange(ctx, k.events, start, "+")
+		}
+		return nil
+	}); err != nil {
+		return nil, scriptError(err, fmt.Sprintf("reading events of run %q in thread %q", runID, threadID))
+	}
+	if exists.Val() == 0 {
+		return nil, fmt.Errorf("events of run %q in thread %q: %w", runID, threadID, ErrRunNotFound)
+	}
+	msgs := rng.Val()
+	out := make([]Event, 0, len(msgs))
+	for _, m := range msgs {
+		seq, err := streamSeq(m.ID)
+		if err != nil {
+			return nil, fmt.Errorf("events of run %q in thread %q: %w", runID, threadID, err)
+		}
+		t, _ := m.Values["t"].(string)
+		f, _ := m.Values["f"].(string)
+		out = append(out, Event{Seq: seq, Type: t, Frame: []byte(f)})
+	}
+	return out, nil
+}
+
+// PutCheckpoint implements Store. Errors: ErrRunNotFound.
+func (s *RedisStore) PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error {
+	k, err := keysFor(s.prefix, threadID, runID)
+	if err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	err = putCheckpointScript.Run(ctx, s.r, []string{k.run, k.checkpoint}, data, s.ttlMs).Err()
+	return scriptError(err, fmt.Sprintf("storing checkpoint of run %q in thread %q", runID, threadID))
+}
+
+// Checkpoint implements Store.
+func (s *RedisStore) Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error) {
+	k, err := keysFor(s.prefix, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	b, err := s.r.Get(ctx, k.checkpoint).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("checkpoint of run %q in thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, scriptError(err, fmt.Sprintf("reading checkpoint of run %q in thread %q", runID, threadID))
+	}
+	return b, nil
+}
+
+// Ping implements Store: both pools must reach Redis.
+func (s *RedisStore) Ping(ctx context.Context) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := s.w.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("pinging redis (writer pool): %w", err)
+	}
+	if err := s.r.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("pinging redis (reader pool): %w", err)
+	}
+	return nil
+}
+
+// PoolStats returns the statistics of the writer pool (Append, FinishRun) and of the reader
+// pool (everything else).
+func (s *RedisStore) PoolStats() (writer, reader *redis.PoolStats) {
+	return s.w.PoolStats(), s.r.PoolStats()
+}
+
+// Close implements Store: it closes both pools. Later calls return ErrClosed.
+func (s *RedisStore) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+var _ Store = (*RedisStore)(nil)

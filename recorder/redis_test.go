@@ -1,0 +1,309 @@
+package recorder_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/recorder/recordertest"
+	"github.com/redis/go-redis/v9"
+)
+
+var prefixSeq atomic.Int64
+
+// uniquePrefix gives each store in a test its own key space on a shared server.
+func uniquePrefix() string { return fmt.Sprintf("test%d", prefixSeq.Add(1)) }
+
+func newRedisStore(t testing.TB, cfg recorder.RedisConfig) *recorder.RedisStore {
+	t.Helper()
+	s, err := recorder.NewRedisStore(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("NewRedisStore(%s) = %v", cfg.URL, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestRedisStore(t *testing.T) {
+	srv := redistest.Start(t)
+	recordertest.Run(t, func(t *testing.T) recorder.Store {
+		return newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix(), MaxEventsPerRun: recordertest.MaxEventsPerRun})
+	})
+}
+
+// keysUnder lists every key of a prefix.
+func keysUnder(t *testing.T, c *redis.Client, prefix string) []string {
+	t.Helper()
+	keys, err := c.Keys(t.Context(), prefix+":*").Result()
+	if err != nil {
+		t.Fatalf("KEYS %s:* = %v", prefix, err)
+	}
+	return keys
+}
+
+// TestRedisKeyLayout pins the key template and the Cluster hash tag: every key of a thread
+// hashes on exactly the thread id.
+func TestRedisKeyLayout(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "app:v1"})
+	ctx := t.Context()
+	r := recorder.Run{ThreadID: "th:1", RunID: "run:1", Epoch: recorder.NewEpoch()}
+	if _, err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: 1, Type: "A", Frame: []byte("x")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutCheckpoint(ctx, "th:1", "run:1", []byte("cp")); err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client(t)
+	got := strings.Join(sortedKeys(keysUnder(t, c, "app:v1")), " ")
+	want := "app:v1:{th:1}:checkpoint:run:1 app:v1:{th:1}:events:run:1 app:v1:{th:1}:run:run:1 app:v1:{th:1}:runs app:v1:{th:1}:thread"
+	if got != want {
+		t.Errorf("keys = %s, want %s", got, want)
+	}
+	ids, err := c.XRange(ctx, "app:v1:{th:1}:events:run:1", "-", "+").Result()
+	if err != nil || len(ids) != 1 || ids[0].ID != "1-0" || ids[0].Values["t"] != "A" || ids[0].Values["f"] != "x" {
+		t.Errorf("stream entries = %v, %v, want one entry 1-0 {t:A f:x}", ids, err)
+	}
+}
+
+func sortedKeys(k []string) []string {
+	out := append([]string(nil), k...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// TestRedisHostileIDsReachNoKey: refused ids issue no command (the key space stays empty).
+func TestRedisHostileIDsReachNoKey(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "h"})
+	before, _ := c.Info(t.Context(), "commandstats").Result()
+	for _, id := range recordertest.HostileIDs {
+		s.CreateRun(t.Context(), recorder.Run{ThreadID: id, RunID: "r", Epoch: recorder.NewEpoch()})
+		s.Append(t.Context(), []recorder.Batch{{Run: recorder.Run{ThreadID: "t", RunID: id, Epoch: recorder.NewEpoch()}}})
+		s.Events(t.Context(), id, "r", 0, 0)
+	}
+	after, _ := c.Info(t.Context(), "commandstats").Result()
+	for _, cmd := range []string{"evalsha", "eval", "xrange", "hgetall", "exists"} {
+		if a, b := callsOf(after, cmd), callsOf(before, cmd); a != b {
+			t.Errorf("%s calls went from %d to %d during hostile calls, want unchanged", cmd, b, a)
+		}
+	}
+	if keys := keysUnder(t, c, "h"); len(keys) != 0 {
+		t.Errorf("keys after hostile calls = %v, want none", keys)
+	}
+}
+
+// callsOf reads cmdstat_<cmd>:calls=N from INFO commandstats.
+func callsOf(info, cmd string) int {
+	_, rest, ok := strings.Cut(info, "cmdstat_"+cmd+":calls=")
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func TestRedisConfigErrors(t *testing.T) {
+	for _, p := range []string{"a{b", "a}b", "a b", "a\nb", "a\x00", strings.Repeat("p", 65)} {
+		if _, err := recorder.NewRedisStore(t.Context(), recorder.RedisConfig{URL: "redis://127.0.0.1:1", Prefix: p}); !errors.Is(err, recorder.ErrInvalidPrefix) {
+			t.Errorf("NewRedisStore(prefix %q) = %v, want ErrInvalidPrefix", p, err)
+		}
+	}
+	if _, err := recorder.NewRedisStore(t.Context(), recorder.RedisConfig{}); err == nil {
+		t.Errorf("NewRedisStore(no URL) = nil error, want one")
+	}
+	if _, err := recorder.NewRedisStore(t.Context(), recorder.RedisConfig{URL: "http://x"}); err == nil {
+		t.Errorf("NewRedisStore(http URL) = nil error, want one")
+	}
+}
+
+// TestRedisTTL: with a TTL every key of the thread carries one (no key without TTL), including
+// the keys of older runs refreshed when a later run is created or finished.
+func TestRedisTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "ttl", TTL: time.Hour})
+	ctx := t.Context()
+	for i := range 3 {
+		r := recorder.Run{ThreadID: "t", RunID: fmt.Sprintf("r%d", i), Epoch: recorder.NewEpoch()}
+		if _, err := s.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: 1, Frame: []byte("x")}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutCheckpoint(ctx, "t", r.RunID, []byte("cp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishRun(ctx, "t", r.RunID, recorder.StatusFinished, "", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := keysUnder(t, c, "ttl")
+	if len(keys) != 11 {
+		t.Errorf("keys = %v, want 11 (thread, runs, 3 × run/events/checkpoint)", keys)
+	}
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil || ttl <= 0 || ttl > time.Hour {
+			t.Errorf("PTTL(%s) = %v, %v, want within (0, 1h]", k, ttl, err)
+		}
+	}
+}
+
+// TestRedisLostStream: a stream that vanished while its run's metadata stayed is reported as a
+// gap by reads and recorded by the next append, never served as a whole run.
+func TestRedisLostStream(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "ls"})
+	ctx := t.Context()
+	r := recorder.Run{ThreadID: "t", RunID: "r", Epoch: recorder.NewEpoch()}
+	if _, err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	evs := []recorder.Event{{Seq: 1, Frame: []byte("a")}, {Seq: 2, Frame: []byte("b")}}
+	if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: evs}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Del(ctx, "ls:{t}:events:r")
+	got, err := s.Run(ctx, "t", "r")
+	if err != nil || got.Complete(0) {
+		t.Errorf("Run after the stream vanished = %+v, %v, want incomplete", got, err)
+	}
+	if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: 3, Frame: []byte("c")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.Run(ctx, "t", "r")
+	if len(got.Gaps) != 1 || got.Gaps[0] != (recorder.Gap{From: 1, To: 2}) || got.FirstSeq != 3 || got.LastSeq != 3 {
+		t.Errorf("Run after the next append = first %d last %d gaps %v, want 3, 3, [{1 2}]", got.FirstSeq, got.LastSeq, got.Gaps)
+	}
+}
+
+// logBuffer collects log output for assertions.
+type logBuffer struct{ bytes.Buffer }
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(&b.Buffer, nil)) }
+
+// TestRedisCheckConfig: risky server settings are warned about, a refused CONFIG too, never an
+// error.
+func TestRedisCheckConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // substrings, one per expected warning
+	}{
+		{"defaults", nil, []string{"appendonly is off"}},
+		{"safe", []string{"--appendonly", "yes"}, nil},
+		{"volatile", []string{"--appendonly", "yes", "--maxmemory-policy", "volatile-lru"}, nil},
+		{"evicting", []string{"--appendonly", "yes", "--maxmemory-policy", "allkeys-lru"}, []string{"maxmemory-policy"}},
+		{"both", []string{"--maxmemory-policy", "allkeys-random"}, []string{"maxmemory-policy", "appendonly is off"}},
+		{"config denied", []string{"--rename-command", "CONFIG", ""}, []string{"cannot read server configuration"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t, tc.args...)
+			var logs logBuffer
+			s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Logger: logs.logger()})
+			got := s.CheckConfig(t.Context())
+			if len(got) != len(tc.want) {
+				t.Fatalf("CheckConfig() = %q, want %d warnings like %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) || !strings.Contains(logs.String(), w) {
+					t.Errorf("CheckConfig() warning %d = %q (log %q), want it to mention %q", i, got[i], logs.String(), w)
+				}
+			}
+		})
+	}
+}
+
+// TestRedisNoScriptRecovery: after the script cache is flushed (as after a restart) appends and
+// the other scripts still work.
+func TestRedisNoScriptRecovery(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "ns"})
+	ctx := t.Context()
+	r := recorder.Run{ThreadID: "t", RunID: "r", Epoch: recorder.NewEpoch()}
+	if _, err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(1); seq <= 3; seq++ {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: seq, Frame: []byte("x")}}}}); err != nil {
+			t.Fatalf("Append after SCRIPT FLUSH = %v", err)
+		}
+	}
+	c.ScriptFlush(ctx)
+	if err := s.FinishRun(ctx, "t", "r", recorder.StatusFinished, "", 3); err != nil {
+		t.Fatalf("FinishRun after SCRIPT FLUSH = %v", err)
+	}
+	if got, _ := s.Run(ctx, "t", "r"); got.LastSeq != 3 || got.Status != recorder.StatusFinished {
+		t.Errorf("Run = last %d status %s, want 3 finished", got.LastSeq, got.Status)
+	}
+}
+
+// TestRedisSeparatePools: appends use only the writer pool and reads only the other one, so a
+// read storm cannot take the recorder's connections.
+func TestRedisSeparatePools(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "pool"})
+	ctx := t.Context()
+	r := recorder.Run{ThreadID: "t", RunID: "r", Epoch: recorder.NewEpoch()}
+	if _, err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	uses := func(p *redis.PoolStats) uint32 {
+		n := p.Hits + p.Misses
+		if p.PipelineStats != nil {
+			n += p.PipelineStats.Hits + p.PipelineStats.Misses
+		}
+		return n
+	}
+	w0, r0 := s.PoolStats()
+	for seq := int64(1); seq <= 20; seq++ {
+		if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: seq, Frame: []byte("x")}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1, r1 := s.PoolStats()
+	if uses(w1)-uses(w0) < 20 || uses(r1) != uses(r0) {
+		t.Errorf("20 appends: writer pool uses +%d, reader pool +%d, want >= 20 and 0", uses(w1)-uses(w0), uses(r1)-uses(r0))
+	}
+	for range 20 {
+		if _, err := s.Events(ctx, "t", "r", 0, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w2, r2 := s.PoolStats()
+	if uses(w2) != uses(w1) || uses(r2)-uses(r1) < 20 {
+		t.Errorf("20 reads: writer pool uses +%d, reader pool +%d, want 0 and >= 20", uses(w2)-uses(w1), uses(r2)-uses(r1))
+	}
+}

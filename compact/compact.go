@@ -186,7 +186,7 @@ func (r *reducer) messagesSnapshotEvent() Event {
 // streams.
 func (r *reducer) reopen() []Event {
 	var starts, chunks []Event
-	phantom := false
+	phantom, chunkPhantom := false, false
 	for _, it := range r.openItems() {
 		var b bytes.Buffer
 		add := func(k string, v []byte) {
@@ -210,6 +210,12 @@ func (r *reducer) reopen() []Event {
 			add("name", it.name)
 			phantom = phantom || r.byID[it.id] == nil
 		case "tool":
+			if r.callIdx[it.id] == nil && r.toolReopenCollides(it) {
+				// Re-opening would attach the call to a new message whose id is already
+				// taken, which no snapshot can undo: leave it closed (the live tail then
+				// starts it again, as the client would after a MESSAGES_SNAPSHOT).
+				continue
+			}
 			typ = "TOOL_CALL_START"
 			if it.chunk {
 				typ = "TOOL_CALL_CHUNK"
@@ -233,16 +239,26 @@ func (r *reducer) reopen() []Event {
 		}
 		add("subagentRunId", it.subRun)
 		b.WriteByte('}')
+		if it.chunk && r.isPhantom(it) {
+			chunkPhantom = true
+		}
 		if it.chunk {
 			chunks = append(chunks, mustEvent(typ, b.Bytes()))
 		} else {
 			starts = append(starts, mustEvent(typ, b.Bytes()))
 		}
 	}
-	if phantom {
+	if phantom && !chunkPhantom {
 		starts = append(starts, r.messagesSnapshotEvent())
 	}
-	return append(starts, chunks...)
+	out := append(starts, chunks...)
+	if chunkPhantom {
+		// A chunk stream whose message or tool call was replaced while it streamed: the
+		// CHUNK must come first to re-create the lane, and the snapshot that removes the
+		// phantom it creates then closes the lanes (the live tail restarts them).
+		out = append(out, r.messagesSnapshotEvent())
+	}
+	return out
 }
 
 // emptyInputMessages rewrites RUN_STARTED.input.messages to [] (other bytes untouched).
@@ -331,4 +347,27 @@ func OpenStreams(events []Event, opts Options) ([]Open, error) {
 		out = append(out, Open{Kind: it.kind, ID: it.id, Chunked: it.chunk})
 	}
 	return out, nil
+}
+
+func (r *reducer) isPhantom(it *openItem) bool {
+	if it.kind == "tool" {
+		return r.callIdx[it.id] == nil
+	}
+	return r.byID[it.id] == nil
+}
+
+// toolReopenCollides reports whether a TOOL_CALL_START for it would create an assistant
+// message whose id another message already has (resolveOrCreateAssistantMessage).
+func (r *reducer) toolReopenCollides(it *openItem) bool {
+	pid, _ := str(it.parent)
+	if pid != "" {
+		ex := r.byID[pid]
+		if ex == nil {
+			return false
+		}
+		if ex.role == "assistant" {
+			return false
+		}
+	}
+	return r.byID[it.id] != nil
 }

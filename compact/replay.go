@@ -658,12 +658,11 @@ func (r *reducer) verify(e pev) error {
 		}
 		r.openText[m] = &openItem{kind: "text", id: m, seq: r.seq, role: role, name: e.f.name, subRun: e.f.subagentRunID}
 	case "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END":
-		m := id(e.f.messageID)
-		if r.openText[m] == nil {
-			return r.reject("text message %q is not open", m)
+		if lookupOpen(r.openText, e.f.messageID) == nil {
+			return r.reject("text message %s is not open", e.f.messageID)
 		}
 		if t == "TEXT_MESSAGE_END" {
-			delete(r.openText, m)
+			delete(r.openText, id(e.f.messageID))
 		}
 	case "TOOL_CALL_START":
 		c := id(e.f.toolCallID)
@@ -672,12 +671,11 @@ func (r *reducer) verify(e pev) error {
 		}
 		r.openTool[c] = &openItem{kind: "tool", id: c, seq: r.seq, name: e.f.toolCallName, parent: e.f.parentMessageID, subRun: e.f.subagentRunID}
 	case "TOOL_CALL_ARGS", "TOOL_CALL_END":
-		c := id(e.f.toolCallID)
-		if r.openTool[c] == nil {
-			return r.reject("tool call %q is not open", c)
+		if lookupOpen(r.openTool, e.f.toolCallID) == nil {
+			return r.reject("tool call %s is not open", e.f.toolCallID)
 		}
 		if t == "TOOL_CALL_END" {
-			delete(r.openTool, c)
+			delete(r.openTool, id(e.f.toolCallID))
 		}
 	case "STEP_STARTED", "STEP_FINISHED":
 		owner := laneKey(e.f.subagentRunID)
@@ -715,12 +713,11 @@ func (r *reducer) verify(e pev) error {
 		}
 		r.openReason[m] = &openItem{kind: "reasoning", id: m, seq: r.seq, subRun: e.f.subagentRunID}
 	case "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END":
-		m := id(e.f.messageID)
-		if r.openReason[m] == nil {
-			return r.reject("reasoning message %q is not open", m)
+		if lookupOpen(r.openReason, e.f.messageID) == nil {
+			return r.reject("reasoning message %s is not open", e.f.messageID)
 		}
 		if t == "REASONING_MESSAGE_END" {
-			delete(r.openReason, m)
+			delete(r.openReason, id(e.f.messageID))
 		}
 	case "SUBAGENT_STARTED":
 		s, ok := str(e.f.subagentRunID)
@@ -778,6 +775,15 @@ func (r *reducer) reindex() {
 			}
 		}
 	}
+}
+
+// lookupOpen finds a raw JSON string id in m without allocating for unescaped ids.
+func lookupOpen[V any](m map[string]*V, idRaw []byte) *V {
+	if body, ok := strBody(idRaw); ok && bytes.IndexByte(body, '\\') < 0 {
+		return m[string(body)]
+	}
+	s, _ := str(idRaw)
+	return m[s]
 }
 
 func (r *reducer) lookup(idRaw []byte) *message {
@@ -892,11 +898,11 @@ func (r *reducer) apply(e pev) error {
 			r.callIdx[id] = target
 		}
 	case "TOOL_CALL_ARGS", "TOOL_CALL_END":
-		id, _ := str(f.toolCallID)
-		owner := r.callIdx[id]
+		owner := lookupOpen(r.callIdx, f.toolCallID)
 		if owner == nil {
 			return nil
 		}
+		id, _ := str(f.toolCallID)
 		tc := owner.findCall(id)
 		if tc == nil {
 			return nil

@@ -1,0 +1,513 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Durability says when the proxy forwards an event: before it is stored (async) or after.
+type Durability int
+
+const (
+	// DurabilityAsync forwards every event at once and records it in the background: the
+	// live stream never waits on storage. A store outage longer than the buffer loses events,
+	// which are counted and recorded as a Gap.
+	DurabilityAsync Durability = iota
+	// DurabilitySync forwards an event only after the store acknowledged it (AppendSync).
+	// With Redis that means "in Redis memory": up to appendfsync's window can still be lost
+	// if the Redis host crashes.
+	DurabilitySync
+)
+
+// String returns "async" or "sync".
+func (d Durability) String() string {
+	if d == DurabilitySync {
+		return "sync"
+	}
+	return "async"
+}
+
+// Writer defaults.
+const (
+	DefaultMaxBufferedEvents = 65536
+	DefaultMaxBatchEvents    = 512
+	DefaultRetryMin          = 50 * time.Millisecond
+	DefaultRetryMax          = 2 * time.Second
+)
+
+// ErrBufferFull is returned by Writer.Append when the buffer is full and the event was
+// dropped (counted in WriterStats.Dropped; the run's gap is recorded by the store when the
+// run's next event or its Finish is stored).
+var ErrBufferFull = errors.New("recorder buffer full, event dropped")
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	// Store receives the events. Required.
+	Store Store
+	// Durability is informative for callers (which of Append or AppendSync to use) and is
+	// reported by Writer.Durability.
+	Durability Durability
+	// MaxBufferedEvents bounds the events waiting to be stored, across all runs, including the
+	// batch being written (default DefaultMaxBufferedEvents).
+	MaxBufferedEvents int
+	// MaxBatchEvents bounds the events of one Store.Append call (default DefaultMaxBatchEvents).
+	MaxBatchEvents int
+	// RetryMin and RetryMax bound the exponential backoff after a store error (defaults
+	// DefaultRetryMin, DefaultRetryMax).
+	RetryMin, RetryMax time.Duration
+	// Logger receives outage, recovery and overflow messages (nil: discard). Each outage is
+	// logged once when it starts and once when it ends; each run's overflow once.
+	Logger *slog.Logger
+}
+
+// WriterStats are the Writer's counters since it started.
+type WriterStats struct {
+	Queued      int    // events waiting now, including the batch being written
+	HighWater   int    // the largest Queued seen
+	Appended    uint64 // events handed to a successful Store.Append (duplicates skipped by the store included)
+	Batches     uint64 // successful Store.Append calls
+	RoundTrips  uint64 // store calls made (Append and FinishRun, failed ones included)
+	StoreErrors uint64 // store calls that failed
+	Retries     uint64 // backoff waits after a failure
+	Dropped     uint64 // events refused because the buffer was full (or AppendSync could not queue)
+	Finished    uint64 // runs whose final status was stored
+	// BatchLatency is the summed duration of successful Store.Append calls; divide by
+	// BatchLatencyCount for the mean.
+	BatchLatency      time.Duration
+	BatchLatencyCount uint64
+}
+
+// item is one queued operation: an event, or a run's final status (finish != nil).
+type item struct {
+	run    Run
+	ev     Event
+	finish *finishOp
+}
+
+type finishOp struct {
+	status  RunStatus
+	detail  string
+	lastSeq int64
+}
+
+type runID struct{ thread, run string }
+
+// Writer records events through a Store without making the caller wait: a bounded queue
+// shared by all runs, drained by ONE goroutine that writes everything queued (up to
+// MaxBatchEvents) with one Store.Append call, retrying with capped exponential backoff for as
+// long as the Writer runs. Items are written in queue order, so each run's events (and its
+// Finish) are stored in the order they were queued, retries included.
+//
+// All methods are safe for concurrent use. Shutdown stops the goroutine.
+type Writer struct {
+	cfg WriterConfig
+	log *slog.Logger
+
+	mu       sync.Mutex
+	q        []item // q[head:] is waiting; q[head:head+inflight] is being written
+	head     int
+	inflight int
+	events   int           // events in q[head:]
+	enq      uint64        // items ever queued
+	done     uint64        // items ever completed (in queue order)
+	progress chan struct{} // closed and replaced whenever done advances or the writer stops
+	closed   bool
+	overflow map[runID]bool // runs whose overflow was logged
+	st       WriterStats
+
+	wake    chan struct{} // cap 1: something was queued or Shutdown started
+	stop    chan struct{} // closed when Shutdown gives up waiting: abandon work
+	exited  chan struct{} // closed when the goroutine returns
+	stopCtx context.Context
+	cancel  context.CancelFunc
+	stopped sync.Once
+}
+
+// NewWriter starts a Writer and its goroutine; call Shutdown to stop it.
+func NewWriter(cfg WriterConfig) *Writer {
+	if cfg.MaxBufferedEvents <= 0 {
+		cfg.MaxBufferedEvents = DefaultMaxBufferedEvents
+	}
+	if cfg.MaxBatchEvents <= 0 {
+		cfg.MaxBatchEvents = DefaultMaxBatchEvents
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = DefaultRetryMin
+	}
+	if cfg.RetryMax < cfg.RetryMin {
+		cfg.RetryMax = max(DefaultRetryMax, cfg.RetryMin)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Writer{
+		cfg: cfg, log: log,
+		progress: make(chan struct{}),
+		overflow: map[runID]bool{},
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		exited:   make(chan struct{}),
+		stopCtx:  ctx, cancel: cancel,
+	}
+	go w.loop()
+	return w
+}
+
+// Durability returns the configured durability.
+func (w *Writer) Durability() Durability { return w.cfg.Durability }
+
+func (w *Writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue adds it when there is room. w.mu must be held. It returns the item's position
+// (completion is reached when done >= position) and whether it was queued.
+func (w *Writer) enqueue(it item) (uint64, bool) {
+	if it.finish == nil {
+		if w.events >= w.cfg.MaxBufferedEvents {
+			return 0, false
+		}
+		w.events++
+		w.st.HighWater = max(w.st.HighWater, w.events)
+	}
+	if w.head > 0 && w.head == len(w.q) && w.inflight == 0 {
+		w.q, w.head = w.q[:0], 0
+	}
+	w.q = append(w.q, it)
+	w.enq++
+	return w.enq, true
+}
+
+// validItem refuses values a store would refuse forever, so they never block the queue.
+func validItem(run Run) error {
+	return validateRun(run)
+}
+
+// Append queues ev for run without waiting. The Writer keeps ev.Frame until it is stored, so
+// the caller must not modify those bytes afterwards. When the buffer is full the event is dropped,
+// counted, logged once for the run, and ErrBufferFull is returned; the store records the gap
+// when the run's next event or Finish is stored. After Shutdown it returns ErrClosed. Ids and
+// epoch are checked first (errors wrap agui.ErrInvalidID or ErrInvalidEpoch).
+func (w *Writer) Append(run Run, ev Event) error {
+	if err := validItem(run); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	_, ok := w.enqueue(item{run: run, ev: ev})
+	if !ok {
+		w.dropLocked(run, ev.Seq)
+		w.mu.Unlock()
+		return ErrBufferFull
+	}
+	w.mu.Unlock()
+	w.signal()
+	return nil
+}
+
+// dropLocked counts a dropped event and logs the run's first drop. w.mu must be held.
+func (w *Writer) dropLocked(run Run, seq int64) {
+	w.st.Dropped++
+	id := runID{run.ThreadID, run.RunID}
+	if !w.overflow[id] {
+		w.overflow[id] = true
+		w.log.Warn("recorder: buffer full, dropping events; the run will be marked with a gap",
+			"thread_id", run.ThreadID, "run_id", run.RunID, "seq", seq, "buffered", w.events)
+	}
+}
+
+// AppendSync queues ev and waits until it is stored (ev.Frame is kept as by Append). If ctx ends first it returns ctx's error;
+// an event already queued stays queued and will still be stored, while one that could not be
+// queued (buffer full until ctx ended) is dropped and counted like Append's overflow.
+func (w *Writer) AppendSync(ctx context.Context, run Run, ev Event) error {
+	if err := validItem(run); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	for {
+		if w.closed {
+			w.mu.Unlock()
+			return ErrClosed
+		}
+		pos, ok := w.enqueue(item{run: run, ev: ev})
+		if ok {
+			w.mu.Unlock()
+			w.signal()
+			return w.wait(ctx, pos)
+		}
+		progress := w.progress
+		w.mu.Unlock()
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			w.mu.Lock()
+			w.dropLocked(run, ev.Seq)
+			w.mu.Unlock()
+			return fmt.Errorf("queueing event %d of run %q: %w", ev.Seq, run.RunID, ctx.Err())
+		}
+		w.mu.Lock()
+	}
+}
+
+// wait blocks until the items up to pos are done, ctx ends or the writer gives up.
+func (w *Writer) wait(ctx context.Context, pos uint64) error {
+	for {
+		w.mu.Lock()
+		done, progress := w.done, w.progress
+		w.mu.Unlock()
+		if done >= pos {
+			return nil
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.exited:
+			w.mu.Lock()
+			done = w.done
+			w.mu.Unlock()
+			if done >= pos {
+				return nil
+			}
+			return ErrClosed
+		}
+	}
+}
+
+// Finish queues the run's final status after its queued events. lastSeq is the seq of the
+// run's last event; a missing tail becomes a Gap. Finish never drops and never blocks (it
+// does not count against MaxBufferedEvents); after Shutdown it is ignored.
+func (w *Writer) Finish(run Run, status RunStatus, detail string, lastSeq int64) {
+	if validItem(run) != nil {
+		return
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.enqueue(item{run: run, finish: &finishOp{status, detail, lastSeq}})
+	w.mu.Unlock()
+	w.signal()
+}
+
+// Flush waits until everything queued before the call is stored, or ctx ends.
+func (w *Writer) Flush(ctx context.Context) error {
+	w.mu.Lock()
+	pos := w.enq
+	w.mu.Unlock()
+	return w.wait(ctx, pos)
+}
+
+// Shutdown stops accepting events (Append returns ErrClosed), keeps writing until everything
+// queued is stored or ctx ends, then stops the goroutine and waits for it. It returns ctx's
+// error (wrapped, with the number of events abandoned) when it had to give up.
+func (w *Writer) Shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	w.closed = true
+	pos := w.enq
+	w.mu.Unlock()
+	w.signal()
+	err := w.wait(ctx, pos)
+	w.stopped.Do(func() {
+		close(w.stop)
+		w.cancel()
+	})
+	<-w.exited
+	if err != nil {
+		w.mu.Lock()
+		left := w.events
+		w.mu.Unlock()
+		w.log.Error("recorder: shutdown before everything was stored", "abandoned_events", left, "err", err)
+		return fmt.Errorf("recorder shutdown abandoned %d events: %w", left, err)
+	}
+	return nil
+}
+
+// Stats returns a snapshot of the counters.
+func (w *Writer) Stats() WriterStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.st
+	st.Queued = w.events
+	return st
+}
+
+// loop is the Writer's goroutine: it takes batches from the queue and writes them.
+func (w *Writer) loop() {
+	defer close(w.exited)
+	var take []item
+	for {
+		w.mu.Lock()
+		for w.head == len(w.q) && !w.closed {
+			w.mu.Unlock()
+			select {
+			case <-w.wake:
+			case <-w.stop:
+				return
+			}
+			w.mu.Lock()
+		}
+		if w.head == len(w.q) { // closed and drained
+			w.mu.Unlock()
+			return
+		}
+		take = take[:0]
+		n := 0
+		for i := w.head; i < len(w.q) && n < w.cfg.MaxBatchEvents; i++ {
+			take = append(take, w.q[i])
+			if w.q[i].finish == nil {
+				n++
+			}
+		}
+		w.inflight = len(take)
+		w.mu.Unlock()
+
+		if !w.write(take, n) {
+			return // stopped
+		}
+
+		w.mu.Lock()
+		clear(w.q[w.head : w.head+len(take)]) // release frames
+		w.head += len(take)
+		w.inflight = 0
+		w.events -= n
+		w.done += uint64(len(take))
+		for _, it := range take {
+			if it.finish != nil {
+				delete(w.overflow, runID{it.run.ThreadID, it.run.RunID})
+			}
+		}
+		if w.head == len(w.q) {
+			w.q, w.head = w.q[:0], 0
+		} else if w.head > 4096 && w.head > len(w.q)/2 {
+			k := copy(w.q, w.q[w.head:])
+			clear(w.q[k:])
+			w.q, w.head = w.q[:k], 0
+		}
+		close(w.progress)
+		w.progress = make(chan struct{})
+		w.mu.Unlock()
+	}
+}
+
+// write stores take (n events plus finishes), retrying until it succeeds; false means the
+// writer was stopped first.
+func (w *Writer) write(take []item, n int) bool {
+	batches := groupBatches(take)
+	appended := n == 0
+	finished := 0 // finishes of take already stored
+	backoff := w.cfg.RetryMin
+	failing := false
+	for {
+		err := w.attempt(batches, n, &appended, take, &finished)
+		if err == nil {
+			if failing {
+				w.log.Info("recorder: store is writable again")
+			}
+			return true
+		}
+		w.mu.Lock()
+		w.st.StoreErrors++
+		w.st.Retries++
+		w.mu.Unlock()
+		if !failing {
+			failing = true
+			w.log.Warn("recorder: store write failed; buffering and retrying", "err", err, "queued", w.Stats().Queued)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-w.stop:
+			t.Stop()
+			return false
+		}
+		backoff = min(backoff*2, w.cfg.RetryMax)
+	}
+}
+
+// attempt makes one pass over the store calls still needed for a batch.
+func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, finished *int) error {
+	ctx := w.stopCtx
+	if !*appended {
+		start := time.Now()
+		w.count(func(st *WriterStats) { st.RoundTrips++ })
+		if err := w.cfg.Store.Append(ctx, batches); err != nil {
+			return err
+		}
+		d := time.Since(start)
+		*appended = true
+		w.count(func(st *WriterStats) {
+			st.Appended += uint64(n)
+			st.Batches++
+			st.BatchLatency += d
+			st.BatchLatencyCount++
+		})
+	}
+	seen := 0
+	for _, it := range take {
+		if it.finish == nil {
+			continue
+		}
+		seen++
+		if seen <= *finished {
+			continue
+		}
+		f := it.finish
+		w.count(func(st *WriterStats) { st.RoundTrips++ })
+		err := w.cfg.Store.FinishRun(ctx, it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq)
+		if errors.Is(err, ErrRunNotFound) || errors.Is(err, ErrThreadNotFound) {
+			// The store lost the run: re-create its metadata (the store records the gap from
+			// lastSeq), then finish it.
+			w.count(func(st *WriterStats) { st.RoundTrips += 2 })
+			if err = w.cfg.Store.Append(ctx, []Batch{{Run: it.run}}); err == nil {
+				err = w.cfg.Store.FinishRun(ctx, it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		*finished = seen
+		w.count(func(st *WriterStats) { st.Finished++ })
+	}
+	return nil
+}
+
+func (w *Writer) count(f func(*WriterStats)) {
+	w.mu.Lock()
+	f(&w.st)
+	w.mu.Unlock()
+}
+
+// groupBatches turns queued items into one Batch per run, events in queue order.
+func groupBatches(take []item) []Batch {
+	var batches []Batch
+	index := map[runID]int{}
+	for _, it := range take {
+		if it.finish != nil {
+			continue
+		}
+		id := runID{it.run.ThreadID, it.run.RunID}
+		i, ok := index[id]
+		if !ok {
+			i = len(batches)
+			index[id] = i
+			batches = append(batches, Batch{Run: it.run})
+		}
+		batches[i].Events = append(batches[i].Events, it.ev)
+	}
+	return batches
+}

@@ -1,0 +1,426 @@
+package recorder_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// flakyStore wraps a Store: while failing is set every Append and FinishRun fails; a gate,
+// when set, makes Append wait until it is opened. It counts calls.
+type flakyStore struct {
+	recorder.Store
+	mu       sync.Mutex
+	failing  bool
+	gate     chan struct{}
+	appends  int
+	finishes int
+	batches  [][]recorder.Batch
+}
+
+var errInjected = errors.New("injected store failure")
+
+func (f *flakyStore) setFailing(v bool) { f.mu.Lock(); f.failing = v; f.mu.Unlock() }
+
+func (f *flakyStore) Append(ctx context.Context, b []recorder.Batch) error {
+	f.mu.Lock()
+	f.appends++
+	gate, failing := f.gate, f.failing
+	f.batches = append(f.batches, b)
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if failing {
+		return errInjected
+	}
+	return f.Store.Append(ctx, b)
+}
+
+func (f *flakyStore) FinishRun(ctx context.Context, th, run string, st recorder.RunStatus, d string, last int64) error {
+	f.mu.Lock()
+	f.finishes++
+	failing := f.failing
+	f.mu.Unlock()
+	if failing {
+		return errInjected
+	}
+	return f.Store.FinishRun(ctx, th, run, st, d, last)
+}
+
+func newTestWriter(t *testing.T, store recorder.Store, cfg recorder.WriterConfig) *recorder.Writer {
+	t.Helper()
+	cfg.Store = store
+	if cfg.RetryMin == 0 {
+		cfg.RetryMin, cfg.RetryMax = time.Millisecond, 5*time.Millisecond
+	}
+	w := recorder.NewWriter(cfg)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		w.Shutdown(ctx)
+	})
+	return w
+}
+
+func testRun(thread, run string) recorder.Run {
+	return recorder.Run{ThreadID: thread, RunID: run, Epoch: recorder.NewEpoch(), Owner: "alice", Route: "/a"}
+}
+
+func testEvent(r recorder.Run, seq int64) recorder.Event {
+	f := recorder.AppendCursor([]byte("id: "), r.RunID, r.Epoch, seq)
+	f = fmt.Appendf(f, "\ndata: {\"type\":\"CUSTOM\",\"n\":%d}\n\n", seq)
+	return recorder.Event{Seq: seq, Type: "CUSTOM", Frame: f}
+}
+
+// checkStored asserts the store holds exactly seqs 1..n of r, in order, byte-exact.
+func checkStored(t *testing.T, s recorder.Store, r recorder.Run, n int64) {
+	t.Helper()
+	evs, err := s.Events(context.Background(), r.ThreadID, r.RunID, 0, 0)
+	if err != nil {
+		t.Fatalf("Events(%s/%s) = %v", r.ThreadID, r.RunID, err)
+	}
+	if int64(len(evs)) != n {
+		t.Fatalf("Events(%s/%s) = %d events, want %d", r.ThreadID, r.RunID, len(evs), n)
+	}
+	for i, e := range evs {
+		if want := testEvent(r, int64(i+1)); e.Seq != want.Seq || string(e.Frame) != string(want.Frame) {
+			t.Fatalf("Events(%s/%s)[%d] = seq %d %q, want seq %d %q", r.ThreadID, r.RunID, i, e.Seq, e.Frame, want.Seq, want.Frame)
+		}
+	}
+}
+
+func TestWriterAppendFlush(t *testing.T) {
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 64})
+	runs := []recorder.Run{testRun("t1", "a"), testRun("t1", "b"), testRun("t2", "c")}
+	for _, r := range runs {
+		if _, err := store.CreateRun(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seq := int64(1); seq <= 500; seq++ {
+		for _, r := range runs {
+			if err := w.Append(r, testEvent(r, seq)); err != nil {
+				t.Fatalf("Append(%s, %d) = %v", r.RunID, seq, err)
+			}
+		}
+	}
+	for _, r := range runs {
+		w.Finish(r, recorder.StatusFinished, "", 500)
+	}
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatalf("Flush() = %v", err)
+	}
+	for _, r := range runs {
+		checkStored(t, store, r, 500)
+		got, _ := store.Run(t.Context(), r.ThreadID, r.RunID)
+		if got.Status != recorder.StatusFinished || len(got.Gaps) != 0 {
+			t.Errorf("Run(%s) = status %s gaps %v, want finished, none", r.RunID, got.Status, got.Gaps)
+		}
+	}
+	st := w.Stats()
+	if st.Appended != 1500 || st.Queued != 0 || st.Dropped != 0 || st.Finished != 3 || st.StoreErrors != 0 {
+		t.Errorf("Stats() = %+v, want 1500 appended, 0 queued, 0 dropped, 3 finished, 0 errors", st)
+	}
+	if st.Batches == 0 || st.Batches > st.Appended || st.BatchLatencyCount != st.Batches || st.RoundTrips != st.Batches+3 {
+		t.Errorf("Stats() = %+v, want 1 to 1500 batches, a latency sample each, batches+3 round trips", st)
+	}
+	for _, b := range store.batches {
+		n := 0
+		for _, x := range b {
+			n += len(x.Events)
+		}
+		if n > 64 {
+			t.Errorf("a Store.Append call carried %d events, want <= MaxBatchEvents 64", n)
+		}
+	}
+}
+
+// TestWriterRetriesInOrder: while the store fails, events wait; once it recovers they are stored
+// once each, in order, and Append never blocked meanwhile.
+func TestWriterRetriesInOrder(t *testing.T) {
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 16})
+	r := testRun("t", "r")
+	if _, err := store.CreateRun(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	store.setFailing(true)
+	for seq := int64(1); seq <= 100; seq++ {
+		if err := w.Append(r, testEvent(r, seq)); err != nil {
+			t.Fatalf("Append(%d) while the store fails = %v", seq, err)
+		}
+	}
+	waitFor(t, "store errors", func() bool { return w.Stats().StoreErrors >= 3 })
+	if q := w.Stats().Queued; q != 100 {
+		t.Errorf("Stats().Queued while failing = %d, want 100", q)
+	}
+	store.setFailing(false)
+	w.Finish(r, recorder.StatusFinished, "", 100)
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	checkStored(t, store, r, 100)
+	st := w.Stats()
+	if st.Retries < 3 || st.HighWater != 100 || st.Queued != 0 || st.Appended != 100 {
+		t.Errorf("Stats() = %+v, want >= 3 retries, high water 100, 0 queued, 100 appended", st)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestWriterOverflow: a full buffer drops events (counted, ErrBufferFull, logged once per run),
+// and the store records the gap when the run goes on.
+func TestWriterOverflow(t *testing.T) {
+	gate := make(chan struct{})
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: gate}
+	var logs logBuffer
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 10, MaxBatchEvents: 4, Logger: logs.logger()})
+	r := testRun("t", "r")
+	if _, err := store.Store.CreateRun(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	var dropped []int64
+	for seq := int64(1); seq <= 25; seq++ {
+		err := w.Append(r, testEvent(r, seq))
+		switch {
+		case errors.Is(err, recorder.ErrBufferFull):
+			dropped = append(dropped, seq)
+		case err != nil:
+			t.Fatalf("Append(%d) = %v", seq, err)
+		}
+	}
+	if want := 15; len(dropped) != want || dropped[0] != 11 {
+		t.Errorf("dropped seqs = %v, want 11..25", dropped)
+	}
+	st := w.Stats()
+	if st.Dropped != 15 || st.Queued != 10 || st.HighWater != 10 {
+		t.Errorf("Stats() = %+v, want 15 dropped, 10 queued, high water 10", st)
+	}
+	if n := strings.Count(logs.String(), "buffer full"); n != 1 {
+		t.Errorf("overflow logged %d times, want once per run:\n%s", n, logs.String())
+	}
+	store.mu.Lock()
+	store.gate = nil
+	store.mu.Unlock()
+	close(gate)
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(r, testEvent(r, 26)); err != nil {
+		t.Fatalf("Append(26) after the store recovered = %v", err)
+	}
+	w.Finish(r, recorder.StatusFinished, "", 28)
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Run(t.Context(), "t", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []recorder.Gap{{From: 11, To: 25}, {From: 27, To: 28}}; !slices.Equal(got.Gaps, want) || got.LastSeq != 26 || got.Complete(0) {
+		t.Errorf("Run = gaps %v last %d, want %v, 26, incomplete", got.Gaps, got.LastSeq, want)
+	}
+}
+
+// TestWriterAppendSync: AppendSync returns only once the event is stored.
+func TestWriterAppendSync(t *testing.T) {
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+	w := newTestWriter(t, store, recorder.WriterConfig{Durability: recorder.DurabilitySync})
+	if w.Durability() != recorder.DurabilitySync || w.Durability().String() != "sync" {
+		t.Errorf("Durability() = %v, want sync", w.Durability())
+	}
+	r := testRun("t", "r")
+	for seq := int64(1); seq <= 50; seq++ {
+		if err := w.AppendSync(t.Context(), r, testEvent(r, seq)); err != nil {
+			t.Fatalf("AppendSync(%d) = %v", seq, err)
+		}
+		got, err := store.Run(t.Context(), "t", "r")
+		if err != nil || got.LastSeq != seq {
+			t.Fatalf("after AppendSync(%d): Run = last %d, %v, want %d", seq, got.LastSeq, err, seq)
+		}
+	}
+	// A store that fails: AppendSync gives up with ctx's error, the event stays queued and is
+	// stored once the store recovers.
+	store.setFailing(true)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		waitFor(t, "a failed store call", func() bool { return w.Stats().StoreErrors > 0 })
+		cancel()
+	}()
+	if err := w.AppendSync(ctx, r, testEvent(r, 51)); !errors.Is(err, context.Canceled) {
+		t.Errorf("AppendSync while the store fails = %v, want context.Canceled", err)
+	}
+	store.setFailing(false)
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	checkStored(t, store, r, 51)
+}
+
+// TestWriterAppendSyncBufferFull: in sync mode a full buffer makes the caller wait (no drop)
+// until there is room.
+func TestWriterAppendSyncBufferFull(t *testing.T) {
+	gate := make(chan struct{})
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: gate}
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 2})
+	r := testRun("t", "r")
+	errs := make(chan error, 3)
+	for seq := int64(1); seq <= 2; seq++ {
+		go func() { errs <- w.AppendSync(t.Context(), r, testEvent(r, seq)) }()
+		// One after another, so seq order is queue order.
+		waitFor(t, "queued", func() bool { return w.Stats().Queued == int(seq) })
+	}
+	// Seq 3 waits for room: the buffer holds 1 and 2.
+	go func() { errs <- w.AppendSync(t.Context(), r, testEvent(r, 3)) }()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := w.AppendSync(ctx, r, testEvent(r, 4)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("AppendSync with a full buffer and a short ctx = %v, want DeadlineExceeded", err)
+	}
+	store.mu.Lock()
+	store.gate = nil
+	store.mu.Unlock()
+	close(gate)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Errorf("AppendSync = %v", err)
+		}
+	}
+	if d := w.Stats().Dropped; d != 1 {
+		t.Errorf("Stats().Dropped = %d, want 1 (the AppendSync that gave up before queueing)", d)
+	}
+}
+
+// TestWriterShutdown: Shutdown stores what was queued, then refuses more; with a dead store it
+// gives up when ctx ends and reports it.
+func TestWriterShutdown(t *testing.T) {
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+	w := recorder.NewWriter(recorder.WriterConfig{Store: store, RetryMin: time.Millisecond})
+	r := testRun("t", "r")
+	for seq := int64(1); seq <= 10; seq++ {
+		w.Append(r, testEvent(r, seq))
+	}
+	if err := w.Shutdown(t.Context()); err != nil {
+		t.Fatalf("Shutdown() = %v", err)
+	}
+	checkStored(t, store, r, 10)
+	if err := w.Append(r, testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
+		t.Errorf("Append after Shutdown = %v, want ErrClosed", err)
+	}
+	if err := w.AppendSync(t.Context(), r, testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
+		t.Errorf("AppendSync after Shutdown = %v, want ErrClosed", err)
+	}
+	w.Finish(r, recorder.StatusFinished, "", 10) // ignored, must not panic or block
+	if err := w.Shutdown(t.Context()); err != nil {
+		t.Errorf("second Shutdown() = %v, want nil", err)
+	}
+
+	dead := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), failing: true}
+	w = recorder.NewWriter(recorder.WriterConfig{Store: dead, RetryMin: time.Millisecond})
+	w.Append(r, testEvent(r, 1))
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		waitFor(t, "a failed store call", func() bool { return w.Stats().StoreErrors > 0 })
+		cancel()
+	}()
+	if err := w.Shutdown(ctx); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "abandoned 1 events") {
+		t.Errorf("Shutdown with a dead store = %v, want context.Canceled and 1 abandoned event", err)
+	}
+	if err := w.Flush(t.Context()); !errors.Is(err, recorder.ErrClosed) {
+		t.Errorf("Flush after an abandoning Shutdown = %v, want ErrClosed", err)
+	}
+}
+
+// TestWriterFinishRecreatesLostRun: a Finish for a run the store lost re-creates it and records
+// the whole run as a gap instead of failing forever.
+func TestWriterFinishRecreatesLostRun(t *testing.T) {
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	w := newTestWriter(t, store, recorder.WriterConfig{})
+	r := testRun("t", "r")
+	w.Finish(r, recorder.StatusError, "lost", 7)
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Run(t.Context(), "t", "r")
+	if err != nil || got.Status != recorder.StatusError || !slices.Equal(got.Gaps, []recorder.Gap{{From: 1, To: 7}}) {
+		t.Errorf("Run = %+v, %v, want status error with gap 1-7", got, err)
+	}
+}
+
+func TestWriterRefusesInvalidIDs(t *testing.T) {
+	w := newTestWriter(t, recorder.NewMemoryStore(recorder.MemoryConfig{}), recorder.WriterConfig{})
+	bad := testRun("t{x}", "r")
+	if err := w.Append(bad, testEvent(testRun("t", "r"), 1)); !errors.Is(err, agui.ErrInvalidID) {
+		t.Errorf("Append(hostile thread id) = %v, want agui.ErrInvalidID", err)
+	}
+	noEpoch := testRun("t", "r")
+	noEpoch.Epoch = ""
+	if err := w.AppendSync(t.Context(), noEpoch, testEvent(noEpoch, 1)); !errors.Is(err, recorder.ErrInvalidEpoch) {
+		t.Errorf("AppendSync(no epoch) = %v, want ErrInvalidEpoch", err)
+	}
+	if st := w.Stats(); st.Queued != 0 {
+		t.Errorf("Stats().Queued = %d, want 0", st.Queued)
+	}
+}
+
+// TestWriterConcurrent: many runs appended from many goroutines (as many pumps do) all end
+// whole and in order; run with -race.
+func TestWriterConcurrent(t *testing.T) {
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 100})
+	const runs, events = 40, 200
+	var wg sync.WaitGroup
+	rs := make([]recorder.Run, runs)
+	for i := range rs {
+		rs[i] = testRun(fmt.Sprintf("t%d", i%10), fmt.Sprintf("r%d", i))
+		wg.Go(func() {
+			r := rs[i]
+			for seq := int64(1); seq <= events; seq++ {
+				var err error
+				if i%4 == 0 {
+					err = w.AppendSync(context.Background(), r, testEvent(r, seq))
+				} else {
+					err = w.Append(r, testEvent(r, seq))
+				}
+				if err != nil {
+					t.Errorf("append %s/%d: %v", r.RunID, seq, err)
+					return
+				}
+			}
+			w.Finish(r, recorder.StatusFinished, "", events)
+		})
+	}
+	wg.Wait()
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		checkStored(t, store, r, events)
+	}
+	if st := w.Stats(); st.Appended != runs*events || st.Finished != runs {
+		t.Errorf("Stats() = %+v, want %d appended, %d finished", st, runs*events, runs)
+	}
+}

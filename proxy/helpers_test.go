@@ -114,8 +114,8 @@ func postRun(t testing.TB, ctx context.Context, url, body string, header http.He
 
 // frame is a copy of an sse.Frame.
 type frame struct {
-	raw     []byte
-	data    []byte
+	raw        []byte
+	data       []byte
 	id         string
 	hasData    bool
 	terminated bool

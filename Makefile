@@ -1,0 +1,22 @@
+# agui-proxy developer commands. `make test` is the one test command CI runs.
+.PHONY: test build demo fuzz bench clean
+
+GO ?= go
+
+test: ## install missing tools (redis-server, npm packages) and run every test with -race
+	./scripts/test.sh
+
+build: ## build the binaries into bin/
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/ ./cmd/...
+
+demo: build ## the demo agent on :8000 and the proxy in front of it on :8080 (in-memory store)
+	./scripts/demo.sh
+
+fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
+	./scripts/fuzz.sh $(or $(FUZZTIME),30s)
+
+bench: ## Go benchmarks of the hot paths
+	$(GO) test -run '^$$' -bench . -benchmem ./sse ./agui ./compact ./recorder ./proxy
+
+clean:
+	rm -rf bin

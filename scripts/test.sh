@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The project's one test command (README "Run the tests"): installs what a fresh Debian machine
+# lacks, then runs every Go test (unit, Redis contract and fault tests on a private
+# redis-server, proxy tests, and the cross-language e2e with the official AG-UI client) under
+# the race detector, plus go vet and a gofmt check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq "${need_apt[@]}"
+fi
+if [ ! -d e2e/node_modules/@ag-ui/client ]; then
+  (cd e2e && npm ci --no-audit --no-fund)
+fi
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change: $unformatted" >&2
+  exit 1
+fi
+go vet ./...
+go build ./...
+go test -race -count=1 -timeout 15m "$@" ./...

@@ -62,6 +62,11 @@ type Run struct {
 	FirstSeq int64
 	// Gaps lists sequence ranges known to be missing (writer overflow, data lost in the store).
 	Gaps []Gap
+	// Node names the proxy process pumping the run while it is running, and LeaseUntil is
+	// when its lease expires unless renewed (see Leaser). A running run whose lease expired
+	// lost its replica: any other replica may end it as interrupted.
+	Node       string
+	LeaseUntil time.Time
 }
 
 // Gap is an inclusive range of event sequence numbers that were not stored.
@@ -148,6 +153,36 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store's resources. Methods called after Close return ErrClosed.
 	Close() error
+}
+
+// ErrSlowSubscriber ends a Subscription whose reader fell further behind than its queue bound.
+var ErrSlowSubscriber = errors.New("subscriber too slow")
+
+// Follower is implemented by stores that deliver a run's events as they are appended, to every
+// process sharing the store (the Redis store tails its streams with one blocking reader per
+// process, fanned out in memory; the memory store notifies in-process).
+type Follower interface {
+	// Follow returns the run's events with seq > afterSeq: those already stored, then each new
+	// one as it is appended. Errors: ErrRunNotFound, ErrThreadNotFound.
+	Follow(ctx context.Context, threadID, runID string, afterSeq int64) (Subscription, error)
+}
+
+// Subscription is a stream of one run's events, in seq order, each exactly once.
+type Subscription interface {
+	// Next returns the next event, waiting for it until ctx is done. It returns io.EOF once
+	// the run is no longer running and every stored event was delivered, and ErrSlowSubscriber
+	// when the subscriber fell too far behind (it may follow again from its last seq).
+	Next(ctx context.Context) (Event, error)
+	// Close releases the subscription; Next then returns ErrClosed.
+	Close() error
+}
+
+// Leaser is implemented by stores that keep a lease per running run, so that a run whose
+// proxy process died is detected by the others.
+type Leaser interface {
+	// RenewLease records that node pumps the run until until. It does nothing for a run that
+	// is no longer running.
+	RenewLease(ctx context.Context, threadID, runID, node string, until time.Time) error
 }
 
 // ErrInvalidCursor is returned by ParseCursor for a malformed event id.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Event is one AG-UI event, kept losslessly: Raw is its JSON exactly as received (compact or
@@ -249,8 +250,10 @@ func strBody(raw []byte) ([]byte, bool) {
 	return raw[1 : len(raw)-1], true
 }
 
-// quote returns s as a JSON string without HTML escaping.
+// quote returns s as a JSON string without HTML escaping. Invalid UTF-8 becomes U+FFFD
+// written literally (as JSON.parse + JSON.stringify would give), so quoting is idempotent.
 func quote(s string) []byte {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

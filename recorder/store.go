@@ -169,7 +169,8 @@ type Follower interface {
 
 // Subscription is a stream of one run's events, in seq order, each exactly once.
 type Subscription interface {
-	// Next returns the next event, waiting for it until ctx is done. It returns io.EOF once
+	// Next returns the next event, waiting for it until ctx is done (then it returns ctx's
+	// error and consumes nothing, so Next may be called again). It returns io.EOF once
 	// the run is no longer running and every stored event was delivered, and ErrSlowSubscriber
 	// when the subscriber fell too far behind (it may follow again from its last seq).
 	Next(ctx context.Context) (Event, error)
@@ -181,8 +182,12 @@ type Subscription interface {
 // proxy process died is detected by the others.
 type Leaser interface {
 	// RenewLease records that node pumps the run until until. It does nothing for a run that
-	// is no longer running.
-	RenewLease(ctx context.Context, threadID, runID, node string, until time.Time) error
+	// is no longer running. stop reports whether RequestStop was called for the run: the
+	// pumping node then cancels its upstream request.
+	RenewLease(ctx context.Context, threadID, runID, node string, until time.Time) (stop bool, err error)
+	// RequestStop asks the node pumping a running run to cancel it (POST .../stop reaching
+	// another replica). Errors: ErrRunNotFound.
+	RequestStop(ctx context.Context, threadID, runID string) error
 }
 
 // ErrInvalidCursor is returned by ParseCursor for a malformed event id.

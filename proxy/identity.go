@@ -38,7 +38,7 @@ func (h *Handler) identity(r *http.Request) (string, error) {
 	case len(values) == 0:
 		return "", nil
 	case len(values) > 1:
-		return "", fmt.Errorf("%w: %s", errInvalidIdentity, name)
+		return "", fmt.Errorf("%w: %s sent more than once", errInvalidIdentity, name)
 	}
 	v := strings.TrimSpace(values[0])
 	if v == "" || len(v) > maxIdentityBytes || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {

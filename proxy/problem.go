@@ -2,25 +2,18 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"strconv"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
 // Problem is an RFC 9457 problem document, the body of every error the proxy itself answers.
-// Code is a stable machine-readable name (RunAlreadyStarted, ThreadRoomMismatch, ...).
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Code   string `json:"code"`
-}
+type Problem = problem.Problem
 
 // Error codes of the problems the proxy answers.
 const (
@@ -41,7 +34,7 @@ const (
 // errIdentityRequired and errInvalidIdentity classify identity header failures.
 var (
 	errIdentityRequired = errors.New("identity header required")
-	errInvalidIdentity  = errors.New("identity header sent more than once")
+	errInvalidIdentity  = errors.New("invalid identity header")
 	errShuttingDown     = errors.New("proxy is shutting down")
 	errStoreUnavailable = errors.New("store unavailable")
 )
@@ -50,9 +43,7 @@ var (
 // become statuses. Details never include store errors, addresses or stack traces: only the
 // error texts of our own validation, which quote client input that has been bounded.
 func problemFor(err error) Problem {
-	p := func(status int, code, title, detail string) Problem {
-		return Problem{Type: "urn:agui-proxy:problem:" + code, Title: title, Status: status, Detail: detail, Code: code}
-	}
+	p := problem.New
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
@@ -94,15 +85,6 @@ func isTimeout(err error) bool {
 // writeProblem answers err as application/problem+json. Only before the response started.
 func writeProblem(w http.ResponseWriter, err error) Problem {
 	pb := problemFor(err)
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	h.Del("Content-Length")
-	if pb.Status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
-	}
-	w.WriteHeader(pb.Status)
-	body, _ := json.Marshal(pb)
-	w.Write(append(body, '\n'))
+	problem.Write(w, pb)
 	return pb
 }

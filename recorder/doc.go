@@ -1,0 +1,89 @@
+// Package recorder keeps every event of every run: the Store interface (store.go), an
+// in-memory store (the zero-configuration default), a Redis Streams store, and the Writer that
+// the proxy's per-run pump calls so the live stream never waits on storage. The contract both
+// stores pass is the suite in package recordertest.
+//
+// # Positions
+//
+// Each event of a run has a sequence number seq = 1, 2, 3, ... in wire order, and the proxy
+// writes "<runId>:<epoch>:<seq>" on its `id:` line (Cursor). The epoch is random per run
+// (NewEpoch) and stored with it, so a cursor from a run that was lost and re-created, or from
+// another store, is recognised instead of being served from the wrong data. Run.FirstSeq,
+// Run.LastSeq and Run.Gaps say which seqs are really stored; Run.Complete(after) tells a
+// resuming reader whether everything after its position is there.
+//
+// # Redis key layout
+//
+// All keys of a thread share one Redis Cluster hash tag, the thread id, and are built from one
+// template (keys.go: key), after agui.ValidateID refused every id holding '{', '}',
+// whitespace, control or glob characters:
+//
+//	<prefix>:{<threadId>}:thread             hash    owner, route, created (ms)
+//	<prefix>:{<threadId>}:runs               list    run ids in creation order
+//	<prefix>:{<threadId>}:run:<runId>        hash    epoch, parent, status, detail, route,
+//	                                                 owner, created, updated, last, gaps
+//	<prefix>:{<threadId>}:events:<runId>     stream  entry id "<seq>-0", fields t (type), f (frame)
+//	<prefix>:{<threadId>}:checkpoint:<runId> string  the run's checkpoint
+//
+// The kind word follows the closing brace and the run id comes last, so ids containing ':'
+// cannot alias another key (FuzzKey checks it). The prefix may not contain braces.
+//
+// # What is atomic
+//
+// Every write that changes more than one key is one Lua script (the *.lua files, each
+// listing its KEYS and ARGV), so it is all-or-nothing and no other client sees a half state:
+//
+//   - create_run.lua: thread claim (owner and route written only when the thread is new, so of
+//     two first POSTs by different identities exactly one wins), the refusals (other owner →
+//     ErrThreadNotFound, other route → ErrThreadRoomMismatch, known run → ErrRunAlreadyStarted,
+//     parent not in the thread → ErrRunNotFound), run hash, runs list, TTLs.
+//   - append.lua (one call per run per batch; all batches of a Store.Append go in one
+//     pipeline, one round trip): skips seqs not above the run's "last" (so go-redis re-sending
+//     a write whose reply was lost, or the Writer retrying, never duplicates — plain XADD * would),
+//     records a gap on a seq jump, XADD with the explicit id "<seq>-0" and MAXLEN ~, updates
+//     last/updated/gaps, refreshes the TTLs. If the run hash is missing (data lost) it re-creates
+//     thread and run from Batch.Run and records the unseen head as a gap; events carrying
+//     another epoch than the stored run's are dropped (the id was reused).
+//   - finish_run.lua: status, detail, missing tail as a gap, TTL of all the thread's keys.
+//   - delete_run.lua, put_checkpoint.lua: the run's keys and the runs list together.
+//
+// Reads are pipelines of plain commands. After a Redis restart the script cache is empty:
+// the store re-sends a pipeline with EVAL on NOSCRIPT, which the seq check makes safe.
+//
+// # What a crash can lose, and how it shows
+//
+//   - Proxy crash, async mode: the events still in the Writer's buffer (at most
+//     MaxBufferedEvents; normally one batch). Those runs stay "running" with a LastSeq below
+//     what clients saw; a later owner marks them interrupted. Sync mode: nothing a client saw.
+//   - Redis outage or hang: nothing, while the buffer holds; the Writer retries with backoff.
+//     Beyond the buffer, events are dropped, counted (WriterStats.Dropped), logged once per
+//     run, and the run's next stored event or its FinishRun records the hole as a Gap.
+//   - Redis crash: what its persistence had not written (appendfsync everysec: about 1 s;
+//     appendonly no: everything since the last snapshot). CheckConfig warns about that and
+//     about eviction policies that may delete streams. A run whose hash vanished is re-created
+//     by the next append with a gap for the lost head; a stream that vanished under its hash is
+//     reported as a gap by reads and recorded by the next append or finish. Either way
+//     Complete reports the loss: a store never serves a damaged run as whole.
+//   - Sync mode means "in Redis memory", not "on disk" (WAITAOF needs Redis 7.2).
+//
+// # Retention
+//
+// MaxEventsPerRun trims the oldest events (Redis: XADD MAXLEN ~, which keeps somewhat more, at
+// stream node boundaries; memory: exact); FirstSeq moves up and Complete(after) is false for
+// positions before it. TTL removes a thread TTL after its last write: in Redis each append
+// refreshes the thread's and the run's keys, and creating or finishing a run refreshes every
+// key of the thread (a loop over its runs list), so a thread's runs expire together unless one
+// run alone stays active for longer than TTL. The memory store expires whole threads.
+//
+// # Redis connections
+//
+// Two go-redis clients with bounded pools: one used only by Append and FinishRun, one for
+// everything else, so a storm of reads cannot starve the recorder. Timeouts of 2 s, 2 retries
+// (safe: every write is an idempotent script), a pool timeout of 1 s, context deadlines
+// honoured. No command blocks (no XREAD BLOCK here).
+//
+// # Concurrency
+//
+// Stores and the Writer are safe for concurrent use. Only the Writer starts a goroutine; its
+// Shutdown stops it.
+package recorder

@@ -1,0 +1,38 @@
+package recorder_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// The proxy's pump records each frame through a Writer; readers use the Store.
+func Example() {
+	ctx := context.Background()
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	w := recorder.NewWriter(recorder.WriterConfig{Store: store})
+	defer w.Shutdown(ctx)
+
+	run := recorder.Run{ThreadID: "thread-1", RunID: "run-1", Epoch: "abcdefgh", Owner: "alice", Route: "/agent"}
+	if _, err := store.CreateRun(ctx, run); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for seq, typ := range []string{"RUN_STARTED", "RUN_FINISHED"} {
+		id := recorder.AppendCursor([]byte("id: "), run.RunID, run.Epoch, int64(seq+1))
+		frame := fmt.Appendf(id, "\ndata: {\"type\":%q}\n\n", typ)
+		w.Append(run, recorder.Event{Seq: int64(seq + 1), Type: typ, Frame: frame})
+	}
+	w.Finish(run, recorder.StatusFinished, "", 2)
+	w.Flush(ctx)
+
+	evs, _ := store.Events(ctx, "thread-1", "run-1", 1, 0)
+	r, _ := store.Run(ctx, "thread-1", "run-1")
+	fmt.Printf("%s%s %d events, complete: %v\n", evs[0].Frame, r.Status, r.LastSeq, r.Complete(0))
+	// Output:
+	// id: run-1:abcdefgh:2
+	// data: {"type":"RUN_FINISHED"}
+	//
+	// finished 2 events, complete: true
+}

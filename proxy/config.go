@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -24,6 +26,8 @@ const (
 	DefaultHeartbeatInterval     = 15 * time.Second
 	DefaultRoute                 = "default"
 	DefaultBodyReadTimeout       = 30 * time.Second
+	DefaultAttachPrefix          = "/agui/"
+	DefaultLeaseInterval         = 2 * time.Second
 )
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
@@ -82,6 +86,20 @@ type Config struct {
 	// behind is disconnected (it can resume) instead of slowing the run. Default
 	// DefaultClientQueueBytes.
 	ClientQueueBytes int
+	// AttachPrefix is the path prefix of the attach, history and stop endpoints (package
+	// attach); requests under it are not proxied. Default DefaultAttachPrefix.
+	AttachPrefix string
+	// AllowConcurrentRuns lets a new run start on a thread whose latest run is still running.
+	// false (default): such a POST gets 409 ThreadBusy.
+	AllowConcurrentRuns bool
+	// Compact configures the compaction of preludes and checkpoints.
+	Compact compact.Options
+	// Node names this process in run leases. Default: host name, pid and a random suffix.
+	Node string
+	// LeaseInterval is how often this process renews the lease of each run it pumps; a run
+	// whose lease (3 intervals) expired is ended as interrupted by any replica that watches it.
+	// Default DefaultLeaseInterval.
+	LeaseInterval time.Duration
 	// HeartbeatInterval is how long a client stream may stay silent before the proxy writes an
 	// SSE comment to keep intermediaries from closing it. Default DefaultHeartbeatInterval;
 	// negative disables heartbeats.
@@ -128,6 +146,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ClientQueueBytes == 0 {
 		c.ClientQueueBytes = DefaultClientQueueBytes
+	}
+	if c.AttachPrefix == "" {
+		c.AttachPrefix = DefaultAttachPrefix
+	}
+	if c.LeaseInterval <= 0 {
+		c.LeaseInterval = DefaultLeaseInterval
+	}
+	if c.Node == "" {
+		host, _ := os.Hostname()
+		c.Node = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), recorder.NewEpoch())
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval

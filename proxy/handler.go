@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -30,6 +31,10 @@ type Handler struct {
 	writer   *recorder.Writer
 	rp       *httputil.ReverseProxy
 	runs     registry
+	attach   *attach.Handler
+	leaser   recorder.Leaser // nil when the store keeps no leases
+	done     chan struct{}   // closed by Shutdown: stops the lease loop
+	loops    sync.WaitGroup
 	draining atomic.Bool
 	shutOnce sync.Once
 	shutErr  error
@@ -68,6 +73,27 @@ func New(cfg Config) (*Handler, error) {
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		BufferPool:     bufferPool{},
 	}
+	h.attach, err = attach.New(attach.Config{
+		Store:             h.store,
+		Logger:            cfg.Logger,
+		Prefix:            cfg.AttachPrefix,
+		Route:             cfg.Route,
+		Identify:          h.identity,
+		MultiTenant:       cfg.IdentityHeader != "",
+		StopLocal:         h.stopLocal,
+		Compact:           cfg.Compact,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		LeaseGrace:        cfg.LeaseInterval,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	h.done = make(chan struct{})
+	if l, ok := h.store.(recorder.Leaser); ok {
+		h.leaser = l
+		h.loops.Add(1)
+		go h.renewLeases()
+	}
 	if cfg.IdentityHeader == "" {
 		h.log.Info("no identity header configured: single-tenant mode, every caller can use every thread")
 	}
@@ -84,6 +110,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	owner, err := h.identity(r)
 	if err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
+		h.attach.ServeHTTP(w, r)
 		return
 	}
 	if !isRunCandidate(r) {
@@ -165,21 +195,42 @@ func runFrom(ctx context.Context) *run {
 // serveRun registers the run, forwards it and streams it back.
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunInput, owner string) {
 	ctx := r.Context()
-	parent := in.ParentRunID
-	if parent == "" {
-		th, err := h.store.Thread(ctx, in.ThreadID)
-		switch {
-		case err == nil:
-			parent = th.LatestRunID
-		case !errors.Is(err, recorder.ErrThreadNotFound):
-			h.storeFailed(w, r, err)
+	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
+		// A client re-sending a run it already started, with the last event it saw: resume it
+		// (the agent is not called again). A run that was never recorded starts normally.
+		if _, err := h.store.Run(ctx, in.ThreadID, in.RunID); err == nil {
+			h.attach.ServeResume(w, r, in.ThreadID, in.RunID, lastID)
 			return
 		}
+	}
+	th, err := h.store.Thread(ctx, in.ThreadID)
+	switch {
+	case err == nil:
+		if th.Owner != owner {
+			h.fail(w, r, recorder.ErrThreadNotFound)
+			return
+		}
+		if th.Route != h.cfg.Route {
+			h.fail(w, r, recorder.ErrThreadRoomMismatch)
+			return
+		}
+	case !errors.Is(err, recorder.ErrThreadNotFound):
+		h.storeFailed(w, r, err)
+		return
+	}
+	parent := in.ParentRunID
+	if parent == "" {
+		parent = th.LatestRunID
+	}
+	if th.LatestRunID != "" && th.LatestRunID != in.RunID && !h.cfg.AllowConcurrentRuns && h.runInProgress(ctx, in.ThreadID, th.LatestRunID) {
+		h.fail(w, r, errThreadBusy)
+		return
 	}
 	now := time.Now()
 	meta := recorder.Run{
 		ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: parent, Epoch: recorder.NewEpoch(),
 		Status: recorder.StatusRunning, Route: h.cfg.Route, Owner: owner, CreatedAt: now, UpdatedAt: now,
+		Node: h.cfg.Node, LeaseUntil: now.Add(3 * h.cfg.LeaseInterval),
 	}
 	if _, err := h.store.CreateRun(ctx, meta); err != nil {
 		if isStoreSentinel(err) {
@@ -189,7 +240,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 		}
 		return
 	}
-	known, err := h.historyMessageIDs(ctx, in.ThreadID, parent)
+	known, err := h.attach.MessageIDs(ctx, in.ThreadID, parent)
 	if err != nil {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "could not read the thread history; RUN_STARTED.input keeps every message",
 			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))
@@ -305,6 +356,68 @@ func isStoreSentinel(err error) bool {
 		errors.Is(err, agui.ErrInvalidID)
 }
 
+// runInProgress reports whether the run is running and its replica alive (lease not expired).
+func (h *Handler) runInProgress(ctx context.Context, threadID, runID string) bool {
+	r, err := h.store.Run(ctx, threadID, runID)
+	if err != nil || r.Status != recorder.StatusRunning {
+		return false
+	}
+	return r.LeaseUntil.IsZero() || time.Now().Before(r.LeaseUntil.Add(h.cfg.LeaseInterval))
+}
+
+// stopLocal cancels a run this process pumps; it reports whether it found it.
+func (h *Handler) stopLocal(threadID, runID string) bool {
+	rn := h.runs.get(threadID, runID)
+	if rn == nil || !rn.pumping.Load() {
+		return false
+	}
+	rn.cancel(errStopped)
+	return true
+}
+
+// renewLeases keeps the leases of this process's runs fresh, and stops the runs another
+// replica asked to stop. It runs until Shutdown.
+func (h *Handler) renewLeases() {
+	defer h.loops.Done()
+	t := time.NewTicker(h.cfg.LeaseInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-t.C:
+		}
+		until := time.Now().Add(3 * h.cfg.LeaseInterval)
+		for _, rn := range h.runs.list() {
+			ctx, cancel := context.WithTimeout(context.Background(), h.cfg.LeaseInterval)
+			stop, err := h.leaser.RenewLease(ctx, rn.meta.ThreadID, rn.meta.RunID, h.cfg.Node, until)
+			cancel()
+			if err != nil {
+				h.log.LogAttrs(context.Background(), slog.LevelWarn, "could not renew a run lease",
+					slog.String("thread_id", rn.meta.ThreadID), slog.String("run_id", rn.meta.RunID), slog.Any("err", err))
+				continue
+			}
+			if stop {
+				rn.cancel(errStopped)
+			}
+		}
+	}
+}
+
+// checkpoint stores the compacted branch of an ended run so the next prelude is cheap. It
+// waits (bounded) for the run's events to be stored first.
+func (h *Handler) checkpoint(meta recorder.Run) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.writer.Flush(ctx); err != nil {
+		return // the store is behind; the checkpoint is rebuilt on demand later
+	}
+	if err := h.attach.Checkpoint(ctx, meta.ThreadID, meta.RunID); err != nil {
+		h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint for run", slog.String("thread_id", meta.ThreadID),
+			slog.String("run_id", meta.RunID), slog.Any("err", err))
+	}
+}
+
 // ActiveRuns returns the number of runs this handler is pumping.
 func (h *Handler) ActiveRuns() int { return int(h.runs.live.Load()) }
 
@@ -332,6 +445,8 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 			h.runs.cancelAll(errInterrupted)
 			<-done
 		}
+		close(h.done)
+		h.loops.Wait()
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := h.writer.Shutdown(flushCtx); err != nil {

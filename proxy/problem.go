@@ -29,6 +29,7 @@ const (
 	CodeUpstreamTimeout     = "UpstreamTimeout"
 	CodeStoreUnavailable    = "StoreUnavailable"
 	CodeShuttingDown        = "ShuttingDown"
+	CodeThreadBusy          = "ThreadBusy"
 )
 
 // errIdentityRequired and errInvalidIdentity classify identity header failures.
@@ -37,6 +38,7 @@ var (
 	errInvalidIdentity  = errors.New("invalid identity header")
 	errShuttingDown     = errors.New("proxy is shutting down")
 	errStoreUnavailable = errors.New("store unavailable")
+	errThreadBusy       = errors.New("thread has a run in progress")
 )
 
 // problemFor maps an error to the problem the client gets. It is the one place where errors
@@ -63,6 +65,8 @@ func problemFor(err error) Problem {
 		return p(http.StatusNotFound, CodeThreadNotFound, "Thread not found", "")
 	case errors.Is(err, recorder.ErrRunNotFound):
 		return p(http.StatusNotFound, CodeRunNotFound, "Run not found", "")
+	case errors.Is(err, errThreadBusy):
+		return p(http.StatusConflict, CodeThreadBusy, "Thread busy", "the thread's latest run is still running; wait for it, stop it, or resume it with Last-Event-ID")
 	case errors.Is(err, errShuttingDown):
 		return p(http.StatusServiceUnavailable, CodeShuttingDown, "Shutting down", "the proxy is draining; retry on another replica")
 	case errors.Is(err, errStoreUnavailable):

@@ -23,6 +23,7 @@ var (
 	errInterrupted  = errors.New("the proxy shut down before the run ended")
 	errStoreTooSlow = errors.New("the store did not acknowledge an event in time")
 	errRunAbandoned = errors.New("the upstream did not answer with an event stream")
+	errStopped      = errors.New("the run was stopped on request")
 )
 
 // RUN_ERROR codes the proxy uses when it has to end a run itself.
@@ -34,6 +35,7 @@ const (
 	CodeFrameTooLarge        = "FRAME_TOO_LARGE"
 	CodeInterrupted          = "INTERRUPTED"
 	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"
+	CodeCancelled            = "CANCELLED" // POST .../stop
 )
 
 // syncStoreTimeout bounds how long a run waits for one event to be stored in sync durability
@@ -95,6 +97,17 @@ func (g *registry) get(threadID, runID string) *run {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.runs[runKey(threadID, runID)]
+}
+
+// list returns the live runs.
+func (g *registry) list() []*run {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*run, 0, len(g.runs))
+	for _, r := range g.runs {
+		out = append(out, r)
+	}
+	return out
 }
 
 // cancelAll cancels every live run with cause.
@@ -208,6 +221,7 @@ func (r *run) end(readErr error) {
 	}
 	h.writer.Finish(r.meta, status, detail, r.seq)
 	r.bc.end()
+	h.checkpoint(r.meta)
 	h.log.LogAttrs(context.Background(), slog.LevelInfo, "run ended",
 		slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 		slog.String("status", string(status)), slog.Int64("events", r.seq))
@@ -222,6 +236,10 @@ func (r *run) endCause(readErr error) (code, msg string) {
 		return CodeRunTimeout, "agui-proxy: " + cause.Error()
 	case errors.Is(cause, errInterrupted):
 		return CodeInterrupted, "agui-proxy: " + cause.Error()
+	case errors.Is(cause, errStopped):
+		return CodeCancelled, "agui-proxy: " + cause.Error()
+	case errors.Is(cause, errStopped):
+		return CodeCancelled, "agui-proxy: " + cause.Error()
 	case errors.Is(cause, errStoreTooSlow):
 		return CodeStorageUnavailable, "agui-proxy: " + cause.Error()
 	}

@@ -1,0 +1,337 @@
+package attach
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/sse"
+)
+
+// ExportFormatVersion is the formatVersion of export documents this version writes and reads.
+const ExportFormatVersion = 1
+
+// ThreadView is the JSON answer of GET {prefix}threads/{thread}: the messages and state a
+// client holds after replaying the branch through RunID.
+type ThreadView struct {
+	ThreadID string          `json:"threadId"`
+	RunID    string          `json:"runId"`
+	Status   string          `json:"status"`
+	Messages json.RawMessage `json:"messages"`
+	State    json.RawMessage `json:"state"`
+}
+
+// RunView describes one run in GET {prefix}threads/{thread}/runs and in exports.
+type RunView struct {
+	RunID       string         `json:"runId"`
+	ParentRunID string         `json:"parentRunId,omitempty"`
+	Status      string         `json:"status"`
+	Detail      string         `json:"detail,omitempty"`
+	CreatedAt   time.Time      `json:"createdAt"`
+	UpdatedAt   time.Time      `json:"updatedAt"`
+	Events      int64          `json:"events"`
+	Gaps        []recorder.Gap `json:"gaps,omitempty"`
+}
+
+// RunsView is the JSON answer of GET {prefix}threads/{thread}/runs: every run, in creation
+// order; parentRunId links make the tree.
+type RunsView struct {
+	ThreadID  string    `json:"threadId"`
+	HeadRunID string    `json:"headRunId"`
+	Runs      []RunView `json:"runs"`
+}
+
+// ExportDoc is a whole thread as one JSON document (GET .../export, POST .../import).
+type ExportDoc struct {
+	FormatVersion int         `json:"formatVersion"`
+	ThreadID      string      `json:"threadId"`
+	ExportedAt    time.Time   `json:"exportedAt"`
+	Runs          []ExportRun `json:"runs"`
+}
+
+// ExportRun is one run of an ExportDoc with its events as JSON, in order.
+type ExportRun struct {
+	RunView
+	EventList []json.RawMessage `json:"eventList"`
+}
+
+func runView(r recorder.Run) RunView {
+	return RunView{RunID: r.RunID, ParentRunID: r.ParentRunID, Status: string(r.Status), Detail: r.Detail,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Events: r.LastSeq, Gaps: r.Gaps}
+}
+
+func writeJSON(w http.ResponseWriter, v any) { writeJSONStatus(w, http.StatusOK, v) }
+
+func writeJSONStatus(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// serveThread answers the thread's messages and state at its head, or as of ?run= (time
+// travel along parentRunId).
+func (h *Handler) serveThread(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	th, err := h.access(ctx, r, r.PathValue("thread"))
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	runID := th.LatestRunID
+	if q := r.URL.Query().Get("run"); q != "" {
+		if err := agui.ValidateID("run", q); err != nil {
+			writeErr(w, r, h.log, err)
+			return
+		}
+		runID = q
+	}
+	run, err := h.store.Run(ctx, th.ID, runID)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	events, _, err := h.prelude(ctx, run)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	messages, state, err := compact.Replay(events)
+	if err != nil {
+		writeErr(w, r, h.log, fmt.Errorf("replaying thread %q: %w", th.ID, err))
+		return
+	}
+	writeJSON(w, ThreadView{ThreadID: th.ID, RunID: run.RunID, Status: string(run.Status), Messages: messages, State: state})
+}
+
+// serveRuns answers the runs tree with statuses.
+func (h *Handler) serveRuns(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	th, err := h.access(ctx, r, r.PathValue("thread"))
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	runs, err := h.store.Runs(ctx, th.ID)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	v := RunsView{ThreadID: th.ID, HeadRunID: th.LatestRunID, Runs: make([]RunView, len(runs))}
+	for i, run := range runs {
+		v.Runs[i] = runView(run)
+	}
+	writeJSON(w, v)
+}
+
+// serveExport answers the whole thread as one versioned document.
+func (h *Handler) serveExport(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	th, err := h.access(ctx, r, r.PathValue("thread"))
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	runs, err := h.store.Runs(ctx, th.ID)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	doc := ExportDoc{FormatVersion: ExportFormatVersion, ThreadID: th.ID, ExportedAt: time.Now().UTC()}
+	for _, run := range runs {
+		recs, err := h.store.Events(ctx, th.ID, run.RunID, 0, 0)
+		if err != nil {
+			writeErr(w, r, h.log, storeErr(err))
+			return
+		}
+		er := ExportRun{RunView: runView(run), EventList: make([]json.RawMessage, 0, len(recs))}
+		for _, rec := range recs {
+			if data, err := FrameData(rec.Frame); err == nil && json.Valid(data) {
+				er.EventList = append(er.EventList, json.RawMessage(data))
+			}
+		}
+		doc.Runs = append(doc.Runs, er)
+	}
+	w.Header().Set("Content-Disposition", `attachment; filename="thread-`+th.ID+`.json"`)
+	writeJSON(w, doc)
+}
+
+// serveImport loads an export document into a thread that does not exist yet. The owner is
+// the caller and the route this handler's, never what the document says. The document is
+// validated whole before anything is written; a thread with history is refused.
+func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	threadID := r.PathValue("thread")
+	if err := agui.ValidateID("threadId", threadID); err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	owner := ""
+	if h.cfg.Identify != nil {
+		var err error
+		if owner, err = h.cfg.Identify(r); err != nil {
+			writeErr(w, r, h.log, err)
+			return
+		}
+	}
+	if h.cfg.MultiTenant && owner == "" {
+		writeErr(w, r, h.log, errIdentityRequired)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxImportBytes))
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	var doc ExportDoc
+	if err := json.Unmarshal(body, &doc); err != nil {
+		writeErr(w, r, h.log, fmt.Errorf("%w: %v", errInvalidImport, err))
+		return
+	}
+	batches, err := validateImport(doc)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	if _, err := h.store.Thread(ctx, threadID); err == nil {
+		writeErr(w, r, h.log, errThreadNotEmpty) // exists (ours or not: nothing is revealed beyond "not empty")
+		return
+	} else if !errors.Is(err, recorder.ErrThreadNotFound) {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	var created []string
+	undo := func() {
+		for i := len(created) - 1; i >= 0; i-- {
+			h.store.DeleteRun(context.WithoutCancel(ctx), threadID, created[i])
+		}
+	}
+	for _, b := range batches {
+		run := b.Run
+		run.ThreadID, run.Owner, run.Route, run.Epoch = threadID, owner, h.cfg.Route, recorder.NewEpoch()
+		for i := range b.Events {
+			b.Events[i].Frame, _ = sse.AppendEvent(nil, sse.Event{
+				ID: recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: b.Events[i].Seq}.String(), Data: b.Events[i].Frame})
+		}
+		if _, err := h.store.CreateRun(ctx, run); err != nil {
+			undo()
+			if errors.Is(err, recorder.ErrThreadNotFound) || errors.Is(err, recorder.ErrRunAlreadyStarted) || errors.Is(err, recorder.ErrThreadRoomMismatch) {
+				err = errThreadNotEmpty // another writer got there first
+			}
+			writeErr(w, r, h.log, storeErr(err))
+			return
+		}
+		created = append(created, run.RunID)
+		err := h.store.Append(ctx, []recorder.Batch{{Run: run, Events: b.Events}})
+		if err == nil {
+			err = h.store.FinishRun(ctx, threadID, run.RunID, b.Run.Status, b.Run.Detail, int64(len(b.Events)))
+		}
+		if err != nil {
+			undo()
+			writeErr(w, r, h.log, storeErr(err))
+			return
+		}
+	}
+	writeJSONStatus(w, http.StatusCreated, map[string]any{"threadId": threadID, "runs": len(batches)})
+}
+
+// validateImport checks an export document and turns it into batches whose Frame fields hold
+// each event's JSON (framed by the caller).
+func validateImport(doc ExportDoc) ([]recorder.Batch, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", errInvalidImport, fmt.Sprintf(format, args...))
+	}
+	if doc.FormatVersion != ExportFormatVersion {
+		return nil, bad("formatVersion %d is not %d", doc.FormatVersion, ExportFormatVersion)
+	}
+	if len(doc.Runs) == 0 {
+		return nil, bad("no runs")
+	}
+	seen := map[string]bool{}
+	var batches []recorder.Batch
+	for i, er := range doc.Runs {
+		if err := agui.ValidateID("runId", er.RunID); err != nil {
+			return nil, bad("run %d: %v", i, err)
+		}
+		if seen[er.RunID] {
+			return nil, bad("run %q appears twice", er.RunID)
+		}
+		if er.ParentRunID != "" && !seen[er.ParentRunID] {
+			return nil, bad("run %q: parent %q is not an earlier run of the document", er.RunID, er.ParentRunID)
+		}
+		seen[er.RunID] = true
+		status := recorder.RunStatus(er.Status)
+		switch status {
+		case recorder.StatusFinished, recorder.StatusError, recorder.StatusInterrupted:
+		case recorder.StatusRunning:
+			status = recorder.StatusInterrupted // it cannot go on here
+		default:
+			return nil, bad("run %q: unknown status %q", er.RunID, er.Status)
+		}
+		b := recorder.Batch{Run: recorder.Run{RunID: er.RunID, ParentRunID: er.ParentRunID, Status: status, Detail: er.Detail,
+			CreatedAt: er.CreatedAt, UpdatedAt: er.UpdatedAt}}
+		for j, raw := range er.EventList {
+			t, ok := agui.EventType(raw)
+			if !ok {
+				return nil, bad("run %q event %d is not a JSON event with a type", er.RunID, j)
+			}
+			b.Events = append(b.Events, recorder.Event{Seq: int64(j + 1), Type: t, Frame: compactJSON(raw)})
+		}
+		batches = append(batches, b)
+	}
+	return batches, nil
+}
+
+func compactJSON(raw json.RawMessage) []byte {
+	var out bytes.Buffer
+	if err := json.Compact(&out, raw); err != nil {
+		return raw
+	}
+	return out.Bytes()
+}
+
+// serveStop cancels a running run: POST {prefix}threads/{thread}/runs/{run}/stop. The run ends
+// with RUN_ERROR code CANCELLED, recorded and seen by every attached client. A run pumped by
+// another replica is stopped through the store (its lease renewal sees the request).
+func (h *Handler) serveStop(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	th, err := h.access(ctx, r, r.PathValue("thread"))
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	runID := r.PathValue("run")
+	if err := agui.ValidateID("runId", runID); err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	run, err := h.store.Run(ctx, th.ID, runID)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	if run.Status != recorder.StatusRunning {
+		writeErr(w, r, h.log, errRunNotRunning)
+		return
+	}
+	stopped := h.cfg.StopLocal != nil && h.cfg.StopLocal(th.ID, runID)
+	if !stopped {
+		if h.leaser == nil {
+			writeErr(w, r, h.log, errRunNotRunning)
+			return
+		}
+		if err := h.leaser.RequestStop(ctx, th.ID, runID); err != nil {
+			writeErr(w, r, h.log, storeErr(err))
+			return
+		}
+	}
+	writeJSONStatus(w, http.StatusAccepted, map[string]any{"threadId": th.ID, "runId": runID, "stopping": true})
+}

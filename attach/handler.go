@@ -1,0 +1,248 @@
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultPrefix            = "/agui/"
+	DefaultHeartbeatInterval = 15 * time.Second
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultMaxImportBytes    = 64 << 20
+	DefaultRetry             = 2 * time.Second
+	DefaultLeaseGrace        = 2 * time.Second
+	DefaultFollowPoll        = time.Second
+)
+
+// Config configures a Handler. Store is required.
+type Config struct {
+	// Store holds the threads. Live tails need it to implement recorder.Follower; crash
+	// detection needs recorder.Leaser.
+	Store recorder.Store
+	// Logger receives structured logs. nil: discard.
+	Logger *slog.Logger
+	// Prefix is the path under which the endpoints are served. Default DefaultPrefix.
+	Prefix string
+	// Route is the route (room) of the threads served here: a thread created through another
+	// route answers 409 ThreadRoomMismatch. Default "default".
+	Route string
+	// Identify returns the caller's identity ("" for anonymous). nil: single-tenant.
+	Identify func(r *http.Request) (string, error)
+	// MultiTenant refuses anonymous callers with 401.
+	MultiTenant bool
+	// StopLocal cancels a run this process is pumping and reports whether it was found.
+	StopLocal func(threadID, runID string) bool
+	// Compact configures compaction of preludes and checkpoints.
+	Compact compact.Options
+	// HeartbeatInterval is the silence after which an SSE comment is written. Default
+	// DefaultHeartbeatInterval; negative disables.
+	HeartbeatInterval time.Duration
+	// WriteTimeout bounds each write to a client; a client that does not read is dropped.
+	// Default DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// Retry is the reconnection delay hinted to EventSource clients. Default DefaultRetry.
+	Retry time.Duration
+	// LeaseGrace is how long past its lease a running run is still considered alive.
+	// Default DefaultLeaseGrace.
+	LeaseGrace time.Duration
+	// FollowPoll is how often a ?follow=1 thread attach checks for the thread's next run.
+	// Default DefaultFollowPoll.
+	FollowPoll time.Duration
+	// MaxImportBytes bounds an import document. Default DefaultMaxImportBytes.
+	MaxImportBytes int64
+}
+
+// Handler serves the attach, resume and history endpoints. Create it with New. It is safe for
+// concurrent use; it starts no goroutine of its own (each stream runs on its request's).
+type Handler struct {
+	cfg      Config
+	log      *slog.Logger
+	store    recorder.Store
+	follower recorder.Follower
+	leaser   recorder.Leaser
+	mux      *http.ServeMux
+}
+
+// New returns a Handler for cfg.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("attach: Config.Store is required")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if !strings.HasPrefix(cfg.Prefix, "/") || !strings.HasSuffix(cfg.Prefix, "/") {
+		return nil, fmt.Errorf("attach: Prefix %q must start and end with /", cfg.Prefix)
+	}
+	if cfg.Route == "" {
+		cfg.Route = "default"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = DefaultRetry
+	}
+	if cfg.LeaseGrace <= 0 {
+		cfg.LeaseGrace = DefaultLeaseGrace
+	}
+	if cfg.FollowPoll <= 0 {
+		cfg.FollowPoll = DefaultFollowPoll
+	}
+	if cfg.MaxImportBytes <= 0 {
+		cfg.MaxImportBytes = DefaultMaxImportBytes
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger, store: cfg.Store, mux: http.NewServeMux()}
+	h.follower, _ = cfg.Store.(recorder.Follower)
+	h.leaser, _ = cfg.Store.(recorder.Leaser)
+	p := cfg.Prefix
+	h.mux.HandleFunc("GET "+p+"threads/{thread}/events", h.serveThreadEvents)
+	h.mux.HandleFunc("GET "+p+"threads/{thread}/runs/{run}/events", h.serveRunEvents)
+	h.mux.HandleFunc("GET "+p+"threads/{thread}", h.serveThread)
+	h.mux.HandleFunc("GET "+p+"threads/{thread}/runs", h.serveRuns)
+	h.mux.HandleFunc("GET "+p+"threads/{thread}/export", h.serveExport)
+	h.mux.HandleFunc("POST "+p+"threads/{thread}/import", h.serveImport)
+	h.mux.HandleFunc("POST "+p+"threads/{thread}/runs/{run}/stop", h.serveStop)
+	h.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+		writeErr(w, r, h.log, errNoSuchEndpoint)
+	})
+	return h, nil
+}
+
+// Prefix returns the path prefix the handler serves.
+func (h *Handler) Prefix() string { return h.cfg.Prefix }
+
+// ServeHTTP routes the attach endpoints (see the package documentation).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Errors of the attach endpoints, mapped to problems by problemFor.
+var (
+	errNoSuchEndpoint    = errors.New("no such endpoint")
+	errIdentityRequired  = errors.New("identity required")
+	errUnrecoverable     = errors.New("cannot resume exactly from this event id")
+	errCursorForeign     = errors.New("event id does not belong to this run")
+	errThreadNotEmpty    = errors.New("thread already has history")
+	errInvalidImport     = errors.New("invalid import document")
+	errRunNotRunning     = errors.New("run is not running")
+	errStoreUnavailable  = errors.New("store unavailable")
+	errLiveTailsDisabled = errors.New("the store cannot follow live runs")
+)
+
+// Problem codes specific to the attach endpoints.
+const (
+	CodeUnrecoverablePosition = "UnrecoverablePosition"
+	CodeInvalidEventID        = "InvalidEventId"
+	CodeThreadNotEmpty        = "ThreadNotEmpty"
+	CodeInvalidImport         = "InvalidImport"
+	CodeRunNotRunning         = "RunNotRunning"
+)
+
+func problemFor(err error) problem.Problem {
+	p := problem.New
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return p(http.StatusRequestEntityTooLarge, "BodyTooLarge", "Request body too large", "")
+	case errors.Is(err, errNoSuchEndpoint):
+		return p(http.StatusNotFound, "NotFound", "No such endpoint", "")
+	case errors.Is(err, errIdentityRequired):
+		return p(http.StatusUnauthorized, "IdentityRequired", "Identity required", "this proxy is multi-tenant: requests need an identity")
+	case errors.Is(err, recorder.ErrInvalidCursor), errors.Is(err, errCursorForeign):
+		return p(http.StatusBadRequest, CodeInvalidEventID, "Invalid event id", "the event id was not issued for this run or thread")
+	case errors.Is(err, agui.ErrInvalidID):
+		return p(http.StatusBadRequest, "InvalidId", "Invalid id", err.Error())
+	case errors.Is(err, errUnrecoverable):
+		return p(http.StatusGone, CodeUnrecoverablePosition, "Cannot resume exactly", "events after this id are no longer all stored (trimmed, lost or from an earlier epoch); attach to the thread for its full compacted history")
+	case errors.Is(err, errThreadNotEmpty):
+		return p(http.StatusConflict, CodeThreadNotEmpty, "Thread already has history", "import only into a thread that does not exist yet")
+	case errors.Is(err, errInvalidImport):
+		return p(http.StatusBadRequest, CodeInvalidImport, "Invalid import document", err.Error())
+	case errors.Is(err, errRunNotRunning):
+		return p(http.StatusConflict, CodeRunNotRunning, "Run is not running", "")
+	case errors.Is(err, recorder.ErrThreadRoomMismatch):
+		return p(http.StatusConflict, "ThreadRoomMismatch", "Thread belongs to another route", "this thread was created through another route")
+	case errors.Is(err, recorder.ErrThreadNotFound):
+		return p(http.StatusNotFound, "ThreadNotFound", "Thread not found", "")
+	case errors.Is(err, recorder.ErrRunNotFound):
+		return p(http.StatusNotFound, "RunNotFound", "Run not found", "")
+	case errors.Is(err, errLiveTailsDisabled):
+		return p(http.StatusNotImplemented, "LiveTailsUnsupported", "Live tails unsupported", "the configured store cannot follow live runs")
+	default:
+		return p(http.StatusServiceUnavailable, "StoreUnavailable", "Store unavailable", "the history could not be read; retry later")
+	}
+}
+
+// writeErr answers err as a problem and logs it once.
+func writeErr(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	pb := problemFor(err)
+	problem.Write(w, pb)
+	level := slog.LevelInfo
+	if pb.Status >= 500 {
+		level = slog.LevelWarn
+	}
+	log.LogAttrs(r.Context(), level, "attach request refused", slog.Int("status", pb.Status), slog.String("code", pb.Code),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", err.Error()))
+}
+
+// access returns the thread if the caller may use it: it exists, belongs to the caller (a
+// foreign thread answers exactly like an unknown one) and to this route.
+func (h *Handler) access(ctx context.Context, r *http.Request, threadID string) (recorder.Thread, error) {
+	if err := agui.ValidateID("threadId", threadID); err != nil {
+		return recorder.Thread{}, err
+	}
+	owner := ""
+	if h.cfg.Identify != nil {
+		var err error
+		if owner, err = h.cfg.Identify(r); err != nil {
+			return recorder.Thread{}, err
+		}
+	}
+	if h.cfg.MultiTenant && owner == "" {
+		return recorder.Thread{}, errIdentityRequired
+	}
+	th, err := h.store.Thread(ctx, threadID)
+	if err != nil {
+		return th, storeErr(err)
+	}
+	if th.Owner != owner {
+		return recorder.Thread{}, fmt.Errorf("%w: %q", recorder.ErrThreadNotFound, threadID)
+	}
+	if th.Route != h.cfg.Route {
+		return recorder.Thread{}, recorder.ErrThreadRoomMismatch
+	}
+	return th, nil
+}
+
+// storeErr keeps the store's sentinels and hides every other store error behind
+// errStoreUnavailable (problems never carry Redis errors or addresses).
+func storeErr(err error) error {
+	for _, s := range []error{recorder.ErrThreadNotFound, recorder.ErrRunNotFound, recorder.ErrNotFound, agui.ErrInvalidID, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", errStoreUnavailable, err)
+}
+
+var _ http.Handler = (*Handler)(nil)

@@ -1,0 +1,217 @@
+package attach
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/sse"
+)
+
+// maxLineageRuns bounds the walk up a run's ancestors.
+const maxLineageRuns = 100000
+
+// checkpointVersion is the format version of stored checkpoints.
+const checkpointVersion = 1
+
+// checkpoint is what the store keeps for an ended run: the compacted events of its whole
+// branch, root to this run, so a prelude costs one checkpoint plus the events after it.
+type checkpoint struct {
+	V      int               `json:"v"`
+	Events []json.RawMessage `json:"events"`
+}
+
+// lineage returns the runs from the thread's root to runID, following parentRunId.
+func (h *Handler) lineage(ctx context.Context, threadID, runID string) ([]recorder.Run, error) {
+	var chain []recorder.Run
+	for id := runID; id != ""; {
+		if len(chain) == maxLineageRuns {
+			return nil, fmt.Errorf("lineage of run %q is longer than %d runs", runID, maxLineageRuns)
+		}
+		r, err := h.store.Run(ctx, threadID, id)
+		if err != nil {
+			return nil, fmt.Errorf("reading run %q: %w", id, err)
+		}
+		chain = append(chain, r)
+		id = r.ParentRunID
+	}
+	for i, j := 0, len(chain)-1; i < j; i, j = i+1, j-1 {
+		chain[i], chain[j] = chain[j], chain[i]
+	}
+	return chain, nil
+}
+
+// runEvents returns the run's stored events with afterSeq < seq <= upTo (upTo < 0: all),
+// parsed. Frames whose data is not a JSON event are skipped: the official client would fail
+// on them (they are kept in the store and in exports).
+func (h *Handler) runEvents(ctx context.Context, threadID, runID string, afterSeq, upTo int64) ([]compact.Event, int64, error) {
+	recs, err := h.store.Events(ctx, threadID, runID, afterSeq, 0)
+	if err != nil {
+		return nil, afterSeq, fmt.Errorf("reading events of run %q: %w", runID, err)
+	}
+	last := afterSeq
+	events := make([]compact.Event, 0, len(recs))
+	for _, rec := range recs {
+		if upTo >= 0 && rec.Seq > upTo {
+			break
+		}
+		last = rec.Seq
+		if ev, ok := parseRecord(rec); ok {
+			events = append(events, ev)
+		}
+	}
+	return events, last, nil
+}
+
+// parseRecord decodes a recorded frame into an event.
+func parseRecord(rec recorder.Event) (compact.Event, bool) {
+	if rec.Type == "" {
+		return compact.Event{}, false
+	}
+	data, err := FrameData(rec.Frame)
+	if err != nil {
+		return compact.Event{}, false
+	}
+	ev, err := compact.ParseEvent(bytes.Clone(data))
+	return ev, err == nil
+}
+
+// FrameData returns the data of one recorded SSE frame.
+func FrameData(frame []byte) ([]byte, error) {
+	f, err := sse.NewReader(bytes.NewReader(frame), sse.Limits{MaxLineBytes: len(frame) + 1, MaxFrameBytes: len(frame) + 1}).Next()
+	if err != nil {
+		return nil, err
+	}
+	if !f.HasData {
+		return nil, errors.New("recorded frame has no data")
+	}
+	return f.Data, nil
+}
+
+// branchEvents returns the compacted events of the branch from the root through runID, which
+// must have ended: from runID's checkpoint, or computed from the nearest ancestor checkpoint
+// and stored for next time. "" returns nothing.
+func (h *Handler) branchEvents(ctx context.Context, threadID, runID string) ([]compact.Event, error) {
+	if runID == "" {
+		return nil, nil
+	}
+	chain, err := h.lineage(ctx, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	// Find the latest run of the chain that has a checkpoint.
+	var base []compact.Event
+	start := 0
+	for i := len(chain) - 1; i >= 0; i-- {
+		cp, err := h.loadCheckpoint(ctx, threadID, chain[i].RunID)
+		if err == nil {
+			base, start = cp, i+1
+			break
+		}
+		if !errors.Is(err, recorder.ErrNotFound) {
+			h.log.Warn("ignoring an unreadable checkpoint", "thread_id", threadID, "run_id", chain[i].RunID, "err", err)
+		}
+	}
+	for _, r := range chain[start:] {
+		evs, _, err := h.runEvents(ctx, threadID, r.RunID, 0, -1)
+		if err != nil {
+			return nil, err
+		}
+		base = h.compact(append(base, evs...))
+		if r.Status != recorder.StatusRunning {
+			h.storeCheckpoint(ctx, threadID, r.RunID, base)
+		}
+	}
+	return base, nil
+}
+
+// compact compacts events, or returns them as they are when compaction refuses them (a
+// stream the official client would reject, or one past a limit): replaying it raw is then
+// the faithful answer.
+func (h *Handler) compact(events []compact.Event) []compact.Event {
+	out, err := compact.Compact(events, h.cfg.Compact)
+	if err != nil {
+		h.log.Warn("compaction refused a thread; serving it raw", "err", err)
+		return events
+	}
+	return out
+}
+
+func (h *Handler) loadCheckpoint(ctx context.Context, threadID, runID string) ([]compact.Event, error) {
+	data, err := h.store.Checkpoint(ctx, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	var cp checkpoint
+	if err := json.Unmarshal(data, &cp); err != nil || cp.V != checkpointVersion {
+		return nil, fmt.Errorf("checkpoint of run %q has an unknown format", runID)
+	}
+	events := make([]compact.Event, 0, len(cp.Events))
+	for _, raw := range cp.Events {
+		ev, err := compact.ParseEvent(raw)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint of run %q: %w", runID, err)
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+func (h *Handler) storeCheckpoint(ctx context.Context, threadID, runID string, events []compact.Event) {
+	cp := checkpoint{V: checkpointVersion, Events: make([]json.RawMessage, len(events))}
+	for i, e := range events {
+		cp.Events[i] = e.Raw
+	}
+	data, err := json.Marshal(cp)
+	if err == nil {
+		err = h.store.PutCheckpoint(ctx, threadID, runID, data)
+	}
+	if err != nil {
+		h.log.Warn("could not store a checkpoint", "thread_id", threadID, "run_id", runID, "err", err)
+	}
+}
+
+// Checkpoint computes and stores the checkpoint of an ended run (the proxy calls it when a
+// run ends, so the next prelude reads one checkpoint instead of the whole branch).
+func (h *Handler) Checkpoint(ctx context.Context, threadID, runID string) error {
+	_, err := h.branchEvents(ctx, threadID, runID)
+	return err
+}
+
+// MessageIDs returns the ids of the messages a client holds after replaying the branch through
+// runID ("" for none): the messages RUN_STARTED.input need not repeat.
+func (h *Handler) MessageIDs(ctx context.Context, threadID, runID string) (map[string]bool, error) {
+	if runID == "" {
+		return nil, nil
+	}
+	run, err := h.store.Run(ctx, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	var events []compact.Event
+	if run.Status == recorder.StatusRunning {
+		if events, err = h.branchEvents(ctx, threadID, run.ParentRunID); err != nil {
+			return nil, err
+		}
+		cur, _, err := h.runEvents(ctx, threadID, runID, 0, -1)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, cur...)
+	} else if events, err = h.branchEvents(ctx, threadID, runID); err != nil {
+		return nil, err
+	}
+	messages, _, err := compact.Replay(events)
+	if err != nil {
+		return nil, err
+	}
+	known := make(map[string]bool)
+	for _, id := range compact.MessageIDs(messages) {
+		known[id] = true
+	}
+	return known, nil
+}

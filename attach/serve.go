@@ -1,0 +1,300 @@
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// serveThreadEvents is the thread attach: GET {prefix}threads/{thread}/events.
+//
+// Without a cursor it sends the compacted history of the thread's current branch, the
+// replay_complete marker, then the live tail of the run in progress, if any. With a cursor
+// (Last-Event-ID or ?after=) it sends the raw events strictly after it instead, then the live
+// tail; a cursor it cannot resume from exactly gets the resume_failed signal and the full
+// compacted history. With ?follow=1 the stream stays open for the thread's next runs.
+func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	th, err := h.access(ctx, r, r.PathValue("thread"))
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	cursor, hasCursor, err := cursorFrom(r)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	follow := r.URL.Query().Get("follow") == "1"
+	head, err := h.store.Run(ctx, th.ID, th.LatestRunID)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	chain, err := h.lineage(ctx, th.ID, head.RunID)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	s := newStream(w, h.cfg.WriteTimeout)
+	var failed string
+	if hasCursor {
+		idx := -1
+		for i, run := range chain {
+			if run.RunID == cursor.RunID {
+				idx = i
+			}
+		}
+		switch {
+		case idx < 0:
+			if _, err := h.store.Run(ctx, th.ID, cursor.RunID); err != nil {
+				writeErr(w, r, h.log, storeErr(err)) // unknown or foreign: a clear 404
+				return
+			}
+			failed = "the event id belongs to another branch of the thread"
+		case chain[idx].Epoch != cursor.Epoch:
+			failed = "the event id is from an earlier epoch of this run (its records were lost or re-created)"
+		case cursor.Seq > chain[idx].LastSeq && chain[idx].Status != recorder.StatusRunning:
+			failed = "the event id is past the end of the run"
+		case !chain[idx].Complete(cursor.Seq):
+			failed = "events after this id are no longer all stored (trimmed or lost)"
+		default:
+			if err := s.begin(h.cfg.Retry, "exact"); err != nil {
+				return
+			}
+			after := cursor.Seq
+			for _, run := range chain[idx:] {
+				if _, err := h.tail(ctx, s, run, after); !errors.Is(err, io.EOF) {
+					h.streamEnded(r, err)
+					return
+				}
+				after = 0
+			}
+			h.followThread(ctx, r, s, th, head.RunID, follow)
+			return
+		}
+	}
+	resume := "full-history"
+	if failed == "" {
+		resume = ""
+	}
+	if err := s.begin(h.cfg.Retry, resume); err != nil {
+		return
+	}
+	prelude, pos, err := h.prelude(ctx, head)
+	if err != nil {
+		h.streamEnded(r, err)
+		return
+	}
+	live := head.Status == recorder.StatusRunning
+	if err := s.writePrelude(prelude, pos, live, failed); err != nil || s.flush() != nil {
+		return
+	}
+	if live {
+		if _, err := h.tail(ctx, s, head, pos.Seq); !errors.Is(err, io.EOF) {
+			h.streamEnded(r, err)
+			return
+		}
+	}
+	h.followThread(ctx, r, s, th, head.RunID, follow)
+}
+
+// prelude returns the compacted branch through run (its events so far if it is running) and
+// the position it covers.
+func (h *Handler) prelude(ctx context.Context, run recorder.Run) ([]compact.Event, recorder.Cursor, error) {
+	pos := recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: run.LastSeq}
+	if run.Status != recorder.StatusRunning {
+		evs, err := h.branchEvents(ctx, run.ThreadID, run.RunID)
+		return evs, pos, err
+	}
+	base, err := h.branchEvents(ctx, run.ThreadID, run.ParentRunID)
+	if err != nil {
+		return nil, pos, err
+	}
+	cur, last, err := h.runEvents(ctx, run.ThreadID, run.RunID, 0, -1)
+	if err != nil {
+		return nil, pos, err
+	}
+	pos.Seq = last
+	return h.compact(append(base, cur...)), pos, nil
+}
+
+// followThread keeps a ?follow=1 stream open: each new run of the thread is streamed raw from
+// its RUN_STARTED, live.
+func (h *Handler) followThread(ctx context.Context, r *http.Request, s *stream, th recorder.Thread, current string, follow bool) {
+	if !follow {
+		return
+	}
+	poll := time.NewTicker(h.cfg.FollowPoll)
+	defer poll.Stop()
+	idle := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+		}
+		t, err := h.store.Thread(ctx, th.ID)
+		if err != nil {
+			h.streamEnded(r, storeErr(err))
+			return
+		}
+		if t.LatestRunID == current {
+			if h.cfg.HeartbeatInterval > 0 && time.Since(idle) >= h.cfg.HeartbeatInterval {
+				if s.comment() != nil {
+					return
+				}
+				idle = time.Now()
+			}
+			continue
+		}
+		current = t.LatestRunID
+		run, err := h.store.Run(ctx, th.ID, current)
+		if err != nil {
+			h.streamEnded(r, storeErr(err))
+			return
+		}
+		if _, err := h.tail(ctx, s, run, 0); !errors.Is(err, io.EOF) {
+			h.streamEnded(r, err)
+			return
+		}
+		idle = time.Now()
+	}
+}
+
+// streamEnded logs why a stream that already started ended early.
+func (h *Handler) streamEnded(r *http.Request, err error) {
+	if err == nil || errors.Is(err, io.EOF) || r.Context().Err() != nil {
+		return
+	}
+	level := slog.LevelInfo
+	if !errors.Is(err, recorder.ErrSlowSubscriber) {
+		level = slog.LevelWarn
+	}
+	h.log.LogAttrs(r.Context(), level, "attach stream ended early", slog.String("path", r.URL.Path), slog.Any("err", err))
+}
+
+// serveRunEvents is the run attach: GET {prefix}threads/{thread}/runs/{run}/events, the run's
+// raw events from its start or strictly after the cursor, then live until the run ends.
+func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	th, err := h.access(ctx, r, r.PathValue("thread"))
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	runID := r.PathValue("run")
+	if err := agui.ValidateID("runId", runID); err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	run, err := h.store.Run(ctx, th.ID, runID)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	cursor, hasCursor, err := cursorFrom(r)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	var after int64
+	if hasCursor {
+		switch {
+		case cursor.RunID != run.RunID:
+			writeErr(w, r, h.log, errCursorForeign)
+			return
+		case cursor.Epoch != run.Epoch || !run.Complete(cursor.Seq) ||
+			(cursor.Seq > run.LastSeq && run.Status != recorder.StatusRunning):
+			writeErr(w, r, h.log, errUnrecoverable)
+			return
+		}
+		after = cursor.Seq
+	} else if !run.Complete(0) {
+		writeErr(w, r, h.log, errUnrecoverable)
+		return
+	}
+	s := newStream(w, h.cfg.WriteTimeout)
+	if err := s.begin(h.cfg.Retry, "exact"); err != nil {
+		return
+	}
+	_, err = h.tail(ctx, s, run, after)
+	h.streamEnded(r, err)
+}
+
+// ServeResume answers a run POST that re-sends a known run with Last-Event-ID: instead of
+// RunAlreadyStarted, a stream the official client accepts on its own, which replays to the
+// uninterrupted run's messages and state. It holds the run's RUN_STARTED, the thread's state
+// compacted up to the cursor (open messages and tool calls re-opened), every event after the
+// cursor exactly once, then the live tail. The agent is not called again.
+func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, runID, lastEventID string) {
+	ctx := r.Context()
+	th, err := h.access(ctx, r, threadID)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	run, err := h.store.Run(ctx, th.ID, runID)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	cursor, err := recorder.ParseCursor(lastEventID)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	if cursor.RunID != run.RunID {
+		writeErr(w, r, h.log, fmt.Errorf("%w: it names run %q", errCursorForeign, cursor.RunID))
+		return
+	}
+	failed, cut := "", min(cursor.Seq, run.LastSeq)
+	switch {
+	case cursor.Epoch != run.Epoch:
+		failed, cut = "the event id is from an earlier epoch of this run (its records were lost or re-created)", run.LastSeq
+	case !run.Complete(cursor.Seq):
+		failed, cut = "events after this id are no longer all stored (trimmed or lost)", run.LastSeq
+	}
+	base, err := h.branchEvents(ctx, th.ID, run.ParentRunID)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	cur, last, err := h.runEvents(ctx, th.ID, run.RunID, 0, cut)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
+	}
+	prelude := h.compact(append(base, cur...))
+	if len(cur) > 0 && cur[0].Type == agui.RunStarted {
+		// Start the stream with this run's RUN_STARTED: the snapshots travel in the last run.
+		for i := len(prelude) - 1; i >= 0; i-- {
+			if prelude[i].Type == agui.RunStarted {
+				prelude = prelude[i:]
+				break
+			}
+		}
+	}
+	resume := "exact"
+	if failed != "" {
+		resume = "full-history"
+	}
+	s := newStream(w, h.cfg.WriteTimeout)
+	if err := s.begin(h.cfg.Retry, resume); err != nil {
+		return
+	}
+	pos := recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: last}
+	if err := s.writePrelude(prelude, pos, run.Status == recorder.StatusRunning, failed); err != nil || s.flush() != nil {
+		return
+	}
+	_, err = h.tail(ctx, s, run, last)
+	h.streamEnded(r, err)
+}

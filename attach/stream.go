@@ -1,0 +1,228 @@
+package attach
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/sse"
+)
+
+// Names of the CUSTOM events the proxy adds to attach and resume streams.
+const (
+	// EventReplayComplete marks the end of the prelude: what follows is live. Its value holds
+	// "cursor" (the id of the last event covered) and "live" (whether a run is in progress).
+	EventReplayComplete = "agui-proxy.replay_complete"
+	// EventResumeFailed says the stream could not resume exactly from the client's event id
+	// (unknown epoch, trimmed or lost events, another branch): the full compacted history
+	// follows instead. Its value holds "reason".
+	EventResumeFailed = "agui-proxy.resume_failed"
+)
+
+// ResumeHeader is set to "exact" or "full-history" on every attach and resume stream.
+const ResumeHeader = "X-Agui-Resume"
+
+// stream writes one SSE response: LF framing, compact JSON, a deadline on every write.
+type stream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	buf     []byte
+	started bool
+}
+
+func newStream(w http.ResponseWriter, timeout time.Duration) *stream {
+	return &stream{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// begin sends the headers and a retry hint, committing the response.
+func (s *stream) begin(retry time.Duration, resume string) error {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	if resume != "" {
+		h.Set(ResumeHeader, resume)
+	}
+	s.w.WriteHeader(http.StatusOK)
+	s.started = true
+	s.buf = append(s.buf[:0], "retry: "...)
+	s.buf = strconv.AppendInt(s.buf, retry.Milliseconds(), 10)
+	s.buf = append(s.buf, "\n\n"...)
+	return s.flush()
+}
+
+// event queues one event; id may be "".
+func (s *stream) event(data []byte, id string) error {
+	var err error
+	s.buf, err = sse.AppendEvent(s.buf, sse.Event{ID: id, Data: data})
+	return err
+}
+
+// record queues a recorded frame, re-encoded with LF framing if it was not.
+func (s *stream) record(rec recorder.Event, runID, epoch string) error {
+	if bytes.IndexByte(rec.Frame, '\r') < 0 && bytes.HasSuffix(rec.Frame, []byte("\n\n")) {
+		s.buf = append(s.buf, rec.Frame...)
+		return nil
+	}
+	data, err := FrameData(rec.Frame)
+	if err != nil {
+		return nil // nothing a client could apply
+	}
+	return s.event(data, recorder.Cursor{RunID: runID, Epoch: epoch, Seq: rec.Seq}.String())
+}
+
+func (s *stream) comment() error {
+	s.buf = append(s.buf, ": ping\n\n"...)
+	return s.flush()
+}
+
+// flush writes what is queued, under the write deadline.
+func (s *stream) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	_, err := s.w.Write(s.buf)
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	s.buf = s.buf[:0]
+	return err
+}
+
+// custom builds a CUSTOM event.
+func custom(name string, value any) []byte {
+	v, _ := json.Marshal(value)
+	b, _ := json.Marshal(struct {
+		Type  string          `json:"type"`
+		Name  string          `json:"name"`
+		Value json.RawMessage `json:"value"`
+	}{agui.Custom, name, v})
+	return b
+}
+
+// writePrelude writes compacted events: the replay_complete marker goes before a trailing
+// RUN_FINISHED/RUN_ERROR (nothing but RUN_STARTED may follow those in a valid stream) and the
+// cursor id on the last event, so an EventSource reconnects from there.
+func (s *stream) writePrelude(events []compact.Event, cursor recorder.Cursor, live bool, failed string) error {
+	if len(events) == 0 {
+		return nil // nothing replayed; a stream may not start with the marker
+	}
+	marker := custom(EventReplayComplete, map[string]any{"cursor": cursorString(cursor), "live": live})
+	end := len(events)
+	if end > 0 && agui.IsTerminal(events[end-1].Type) {
+		end--
+	}
+	for i, e := range events[:end] {
+		if err := s.event(e.Raw, ""); err != nil {
+			return err
+		}
+		if i == 0 && failed != "" {
+			s.event(custom(EventResumeFailed, map[string]string{"reason": failed}), "")
+		}
+	}
+	id := cursorString(cursor)
+	if end == len(events) {
+		return s.event(marker, id)
+	}
+	s.event(marker, "")
+	return s.event(events[end].Raw, id)
+}
+
+func cursorString(c recorder.Cursor) string {
+	if c.RunID == "" {
+		return ""
+	}
+	return c.String()
+}
+
+// tail writes the run's events after afterSeq as they are stored, until the run ends, the
+// client goes or ctx ends. It returns io.EOF at the run's end.
+func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSeq int64) (int64, error) {
+	if h.follower == nil {
+		return afterSeq, errLiveTailsDisabled
+	}
+	sub, err := h.follower.Follow(ctx, run.ThreadID, run.RunID, afterSeq)
+	if err != nil {
+		return afterSeq, storeErr(err)
+	}
+	defer sub.Close()
+	last := afterSeq
+	for {
+		next, cancel := ctx, context.CancelFunc(func() {})
+		if h.cfg.HeartbeatInterval > 0 {
+			next, cancel = context.WithTimeout(ctx, h.cfg.HeartbeatInterval)
+		}
+		ev, err := sub.Next(next)
+		cancel()
+		switch {
+		case err == nil:
+			if ev.Seq <= last {
+				continue // never twice
+			}
+			last = ev.Seq
+			if ev.Type == "" {
+				continue // not a JSON event: recorded, not replayed
+			}
+			if err := s.record(ev, run.RunID, run.Epoch); err != nil {
+				return last, err
+			}
+			if err := s.flush(); err != nil {
+				return last, err
+			}
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			if err := s.comment(); err != nil {
+				return last, err
+			}
+			h.reapIfOrphaned(ctx, run.ThreadID, run.RunID)
+		case errors.Is(err, io.EOF):
+			return last, io.EOF
+		default:
+			return last, err
+		}
+	}
+}
+
+// reapIfOrphaned ends a running run whose pumping replica stopped renewing its lease: it
+// appends RUN_ERROR (code INTERRUPTED) and marks it interrupted, so nobody waits forever.
+// Several replicas may race here; the store's per-seq idempotence lets only one append win.
+func (h *Handler) reapIfOrphaned(ctx context.Context, threadID, runID string) {
+	run, err := h.store.Run(ctx, threadID, runID)
+	if err != nil || run.Status != recorder.StatusRunning || run.LeaseUntil.IsZero() ||
+		time.Since(run.LeaseUntil) < h.cfg.LeaseGrace {
+		return
+	}
+	seq := run.LastSeq + 1
+	data := []byte(`{"type":"RUN_ERROR","message":"agui-proxy: the proxy serving this run stopped before it ended","code":"INTERRUPTED"}`)
+	frame, _ := sse.AppendEvent(nil, sse.Event{ID: recorder.Cursor{RunID: runID, Epoch: run.Epoch, Seq: seq}.String(), Data: data})
+	err = h.store.Append(ctx, []recorder.Batch{{Run: run, Events: []recorder.Event{{Seq: seq, Type: agui.RunError, Frame: frame}}}})
+	if err == nil {
+		err = h.store.FinishRun(ctx, threadID, runID, recorder.StatusInterrupted, "INTERRUPTED", seq)
+	}
+	h.log.LogAttrs(ctx, slog.LevelWarn, "ended a run whose replica stopped renewing its lease",
+		slog.String("thread_id", threadID), slog.String("run_id", runID), slog.String("node", run.Node), slog.Any("err", err))
+}
+
+// cursorFrom reads the client's position: the Last-Event-ID header (EventSource reconnects)
+// or the ?after= parameter (EventSource cannot set headers on its first connect).
+func cursorFrom(r *http.Request) (recorder.Cursor, bool, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if q := r.URL.Query().Get("after"); q != "" {
+		v = q
+	}
+	if v == "" {
+		return recorder.Cursor{}, false, nil
+	}
+	c, err := recorder.ParseCursor(v)
+	return c, true, err
+}

@@ -54,7 +54,7 @@
 //
 //   - Proxy crash, async mode: the events still in the Writer's buffer (at most
 //     MaxBufferedEvents; normally one batch). Those runs stay "running" with a LastSeq below
-//     what clients saw; a later owner marks them interrupted. Sync mode: nothing a client saw.
+//     what clients saw, until the proxy (not this package) marks them interrupted. Sync mode: nothing a client saw.
 //   - Redis outage or hang: nothing, while the buffer holds; the Writer retries with backoff.
 //     Beyond the buffer, events are dropped, counted (WriterStats.Dropped), logged once per
 //     run, and the run's next stored event or its FinishRun records the hole as a Gap.

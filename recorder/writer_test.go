@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -423,4 +424,18 @@ func TestWriterConcurrent(t *testing.T) {
 	if st := w.Stats(); st.Appended != runs*events || st.Finished != runs {
 		t.Errorf("Stats() = %+v, want %d appended, %d finished", st, runs*events, runs)
 	}
+}
+
+// TestWriterNoGoroutineLeak: the Writer's goroutine ends with Shutdown.
+func TestWriterNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for range 10 {
+		w := recorder.NewWriter(recorder.WriterConfig{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})})
+		r := testRun("t", "r")
+		w.Append(r, testEvent(r, 1))
+		if err := w.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= before })
 }

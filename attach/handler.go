@@ -62,7 +62,28 @@ type Config struct {
 	FollowPoll time.Duration
 	// MaxImportBytes bounds an import document. Default DefaultMaxImportBytes.
 	MaxImportBytes int64
+	// Metrics observes attached streams and preludes. nil: none.
+	Metrics Metrics
 }
+
+// Metrics observes the attach endpoints. Implementations must be safe for concurrent use.
+type Metrics interface {
+	// StreamStarted and StreamEnded bracket each SSE stream; kind is "thread", "run" or
+	// "resume".
+	StreamStarted(kind string)
+	StreamEnded(kind string)
+	// Resumed counts a reconnection with an event id, exact or answered with full history.
+	Resumed(exact bool)
+	// Prelude observes the time to build and send a prelude.
+	Prelude(kind string, d time.Duration)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) StreamStarted(string)          {}
+func (nopMetrics) StreamEnded(string)            {}
+func (nopMetrics) Resumed(bool)                  {}
+func (nopMetrics) Prelude(string, time.Duration) {}
 
 // Handler serves the attach, resume and history endpoints. Create it with New. It is safe for
 // concurrent use; it starts no goroutine of its own (each stream runs on its request's).
@@ -106,6 +127,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.FollowPoll <= 0 {
 		cfg.FollowPoll = DefaultFollowPoll
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
 	}
 	if cfg.MaxImportBytes <= 0 {
 		cfg.MaxImportBytes = DefaultMaxImportBytes

@@ -34,6 +34,9 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	follow := r.URL.Query().Get("follow") == "1"
+	h.cfg.Metrics.StreamStarted("thread")
+	defer h.cfg.Metrics.StreamEnded("thread")
+	began := time.Now()
 	head, err := h.store.Run(ctx, th.ID, th.LatestRunID)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
@@ -67,6 +70,7 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 		case !chain[idx].Complete(cursor.Seq):
 			failed = "events after this id are no longer all stored (trimmed or lost)"
 		default:
+			h.cfg.Metrics.Resumed(true)
 			if err := s.begin(h.cfg.Retry, "exact"); err != nil {
 				return
 			}
@@ -85,6 +89,8 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 	resume := "full-history"
 	if failed == "" {
 		resume = ""
+	} else {
+		h.cfg.Metrics.Resumed(false)
 	}
 	if err := s.begin(h.cfg.Retry, resume); err != nil {
 		return
@@ -98,6 +104,7 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 	if err := s.writePrelude(prelude, pos, live, failed); err != nil || s.flush() != nil {
 		return
 	}
+	h.cfg.Metrics.Prelude("thread", time.Since(began))
 	if live {
 		if _, err := h.tail(ctx, s, head, pos.Seq); !errors.Is(err, io.EOF) {
 			h.streamEnded(r, err)
@@ -222,6 +229,11 @@ func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, errUnrecoverable)
 		return
 	}
+	h.cfg.Metrics.StreamStarted("run")
+	defer h.cfg.Metrics.StreamEnded("run")
+	if hasCursor {
+		h.cfg.Metrics.Resumed(true)
+	}
 	s := newStream(w, h.cfg.WriteTimeout)
 	if err := s.begin(h.cfg.Retry, "exact"); err != nil {
 		return
@@ -237,6 +249,7 @@ func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
 // cursor exactly once, then the live tail. The agent is not called again.
 func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, runID, lastEventID string) {
 	ctx := r.Context()
+	began := time.Now()
 	th, err := h.access(ctx, r, threadID)
 	if err != nil {
 		writeErr(w, r, h.log, err)
@@ -287,6 +300,9 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 	if failed != "" {
 		resume = "full-history"
 	}
+	h.cfg.Metrics.Resumed(failed == "")
+	h.cfg.Metrics.StreamStarted("resume")
+	defer h.cfg.Metrics.StreamEnded("resume")
 	s := newStream(w, h.cfg.WriteTimeout)
 	if err := s.begin(h.cfg.Retry, resume); err != nil {
 		return
@@ -295,6 +311,7 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 	if err := s.writePrelude(prelude, pos, run.Status == recorder.StatusRunning, failed); err != nil || s.flush() != nil {
 		return
 	}
+	h.cfg.Metrics.Prelude("resume", time.Since(began))
 	_, err = h.tail(ctx, s, run, last)
 	h.streamEnded(r, err)
 }

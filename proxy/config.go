@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
@@ -49,9 +51,15 @@ type Config struct {
 	// Durability selects when an event is forwarded: DurabilityAsync (default) forwards at once
 	// and records in the background; DurabilitySync forwards an event only after it is stored.
 	Durability recorder.Durability
+	// DisableRecording forwards and parses runs without storing their events (run metadata is
+	// still kept). Attach and resume then have nothing to serve: it exists to measure what
+	// recording costs.
+	DisableRecording bool
 	// RecorderBuffer bounds the events waiting to be stored across all runs
 	// (default recorder.DefaultMaxBufferedEvents).
 	RecorderBuffer int
+	// Registerer receives the proxy's Prometheus collectors (agui_proxy_*). nil: no metrics.
+	Registerer prometheus.Registerer
 	// Logger receives structured logs. nil: discard.
 	Logger *slog.Logger
 	// Route names the route (room) this handler serves; a thread created through one route is

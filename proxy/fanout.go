@@ -88,6 +88,8 @@ type subscriber struct {
 	heartbeat  time.Duration
 	notify     chan struct{}
 	clientGone <-chan struct{}
+	onRead     func(frames, bytes int) // optional: counts what Read delivered
+	onDrop     func()                  // optional: counts a drop for slowness
 
 	mu     sync.Mutex // guards the fields below
 	queue  [][]byte
@@ -110,6 +112,9 @@ func (s *subscriber) push(frame []byte) bool {
 		s.queue, s.head, s.queued = nil, nil, 0
 		s.mu.Unlock()
 		s.wake()
+		if s.onDrop != nil {
+			s.onDrop()
+		}
 		return false
 	}
 	s.queue = append(s.queue, frame)
@@ -145,8 +150,11 @@ func (s *subscriber) Read(p []byte) (int, error) {
 	}()
 	for {
 		s.mu.Lock()
-		if n := s.fill(p); n > 0 {
+		if n, frames := s.fill(p); n > 0 {
 			s.mu.Unlock()
+			if s.onRead != nil {
+				s.onRead(frames, n)
+			}
 			return n, nil
 		}
 		err, ended := s.err, s.ended
@@ -174,14 +182,17 @@ func (s *subscriber) Read(p []byte) (int, error) {
 	}
 }
 
-// fill copies whole frames into p; a frame larger than p is copied in parts. s.mu is held.
-func (s *subscriber) fill(p []byte) int {
-	n := 0
+// fill copies whole frames into p; a frame larger than p is copied in parts. It returns the
+// bytes copied and the frames completed. s.mu is held.
+func (s *subscriber) fill(p []byte) (n, frames int) {
 	if len(s.head) > 0 {
 		c := copy(p, s.head)
 		s.head = s.head[c:]
 		s.queued -= c
-		return c
+		if len(s.head) == 0 {
+			frames = 1
+		}
+		return c, frames
 	}
 	for len(s.queue) > 0 {
 		f := s.queue[0]
@@ -194,14 +205,15 @@ func (s *subscriber) fill(p []byte) int {
 			s.queue[0] = nil
 			s.queue = s.queue[1:]
 			s.queued -= c
-			return c
+			return c, 0
 		}
 		n += copy(p[n:], f)
+		frames++
 		s.queued -= len(f)
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 	}
-	return n
+	return n, frames
 }
 
 // Close detaches the subscriber from the run. The run goes on.

@@ -32,6 +32,7 @@ type Handler struct {
 	rp       *httputil.ReverseProxy
 	runs     registry
 	attach   *attach.Handler
+	metrics  *metrics
 	leaser   recorder.Leaser // nil when the store keeps no leases
 	done     chan struct{}   // closed by Shutdown: stops the lease loop
 	loops    sync.WaitGroup
@@ -73,7 +74,13 @@ func New(cfg Config) (*Handler, error) {
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		BufferPool:     bufferPool{},
 	}
+	h.metrics = newMetrics(cfg.Registerer, h)
+	var am attach.Metrics
+	if h.metrics != nil {
+		am = attachMetrics{h.metrics}
+	}
 	h.attach, err = attach.New(attach.Config{
+		Metrics:           am,
 		Store:             h.store,
 		Logger:            cfg.Logger,
 		Prefix:            cfg.AttachPrefix,

@@ -32,11 +32,14 @@ const (
 	CodeThreadBusy          = "ThreadBusy"
 )
 
+// ErrShuttingDown is returned by Ready (and answered 503) once Shutdown has begun.
+var ErrShuttingDown = errors.New("proxy is shutting down")
+
 // errIdentityRequired and errInvalidIdentity classify identity header failures.
 var (
 	errIdentityRequired = errors.New("identity header required")
 	errInvalidIdentity  = errors.New("invalid identity header")
-	errShuttingDown     = errors.New("proxy is shutting down")
+	errShuttingDown     = ErrShuttingDown
 	errStoreUnavailable = errors.New("store unavailable")
 	errThreadBusy       = errors.New("thread has a run in progress")
 )

@@ -123,6 +123,10 @@ func (g *registry) cancelAll(cause error) {
 // subscription. The registry owns the goroutine: Handler.Shutdown waits for it.
 func (r *run) start(body io.ReadCloser, clientGone <-chan struct{}) *subscriber {
 	sub, _ := r.bc.subscribe(r.h.cfg.ClientQueueBytes, r.h.cfg.HeartbeatInterval, clientGone)
+	if m := r.h.metrics; m != nil {
+		sub.onRead = m.delivered
+		sub.onDrop = m.slowClient
+	}
 	r.h.runs.wg.Add(1)
 	go r.pump(body)
 	return sub
@@ -161,6 +165,7 @@ func (r *run) pump(body io.ReadCloser) {
 			continue
 		}
 		typ, ok := agui.EventType(f.Data)
+		h.metrics.eventIn(typ, len(f.Raw))
 		if !f.Terminated && !ok {
 			h.log.LogAttrs(r.ctx, slog.LevelWarn, "dropped an unterminated final frame that is not a JSON event",
 				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID))
@@ -220,6 +225,11 @@ func (r *run) end(readErr error) {
 			slog.String("code", code), slog.Any("err", readErr))
 	}
 	h.writer.Finish(r.meta, status, detail, r.seq)
+	outcome := string(status)
+	if detail != "" {
+		outcome = detail
+	}
+	h.metrics.runEnded(outcome)
 	r.bc.end()
 	h.checkpoint(r.meta)
 	h.log.LogAttrs(context.Background(), slog.LevelInfo, "run ended",
@@ -277,6 +287,9 @@ func (r *run) cursor() string {
 // record hands the event to the writer. In async mode it never blocks; in sync mode it returns
 // once the event is stored, or an error when the store did not answer in time.
 func (r *run) record(typ string, frame []byte) error {
+	if r.h.cfg.DisableRecording {
+		return nil
+	}
 	ev := recorder.Event{Seq: r.seq, Type: typ, Frame: frame}
 	if r.h.cfg.Durability != recorder.DurabilitySync || r.final {
 		r.h.writer.Append(r.meta, ev) // overflow is counted, logged and marked as a gap by the writer

@@ -40,6 +40,11 @@ type config struct {
 	KeepAlive      time.Duration `env:"AGUI_IDLE_TIMEOUT" envDefault:"120s" desc:"server: keep-alive idle time"`
 	MaxHeaderBytes int           `env:"AGUI_MAX_HEADER_BYTES" envDefault:"65536" desc:"server: largest request header block"`
 	DrainTimeout   time.Duration `env:"AGUI_DRAIN_TIMEOUT" envDefault:"30s" desc:"on SIGTERM, how long runs in flight may continue before they are ended with RUN_ERROR INTERRUPTED"`
+	AttachPrefix   string        `env:"AGUI_ATTACH_PREFIX" envDefault:"/agui/" desc:"path prefix of the attach, history and stop endpoints (not proxied)"`
+	Concurrent     bool          `env:"AGUI_ALLOW_CONCURRENT_RUNS" envDefault:"false" desc:"allow a new run on a thread whose latest run is still running (default: 409 ThreadBusy)"`
+	Record         bool          `env:"AGUI_RECORD" envDefault:"true" desc:"false forwards runs without storing events (no attach or resume): for measuring the recorder's cost"`
+	Metrics        bool          `env:"AGUI_METRICS" envDefault:"true" desc:"serve Prometheus metrics at /metrics"`
+	PprofListen    string        `env:"AGUI_PPROF_LISTEN" desc:"address of a separate listener serving net/http/pprof (empty: off); keep it private"`
 	LogLevel       string        `env:"AGUI_LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
 	LogFormat      string        `env:"AGUI_LOG_FORMAT" envDefault:"text" desc:"text or json"`
 }
@@ -74,6 +79,9 @@ func (c config) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("AGUI_LOG_FORMAT %q is not text or json", c.LogFormat))
+	}
+	if !strings.HasPrefix(c.AttachPrefix, "/") || !strings.HasSuffix(c.AttachPrefix, "/") || len(c.AttachPrefix) < 2 {
+		errs = append(errs, fmt.Errorf("AGUI_ATTACH_PREFIX %q must start and end with / and not be /", c.AttachPrefix))
 	}
 	if strings.ContainsAny(c.RedisPrefix, "{} \t\r\n") || c.RedisPrefix == "" {
 		errs = append(errs, fmt.Errorf("AGUI_REDIS_PREFIX %q must be non-empty without braces or spaces", c.RedisPrefix))

@@ -12,11 +12,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
@@ -78,8 +83,17 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	if cfg.Durability == "sync" {
 		durability = recorder.DurabilitySync
 	}
+	var reg *prometheus.Registry
+	if cfg.Metrics {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	h, err := proxy.New(proxy.Config{
 		Upstream:              upstream,
+		Registerer:            registerer(reg),
+		DisableRecording:      !cfg.Record,
+		AttachPrefix:          cfg.AttachPrefix,
+		AllowConcurrentRuns:   cfg.Concurrent,
 		Store:                 store,
 		Durability:            durability,
 		RecorderBuffer:        cfg.RecorderBuffer,
@@ -100,7 +114,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 		return err
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           routes(h, reg),
 		ReadHeaderTimeout: cfg.ReadHeader,
 		IdleTimeout:       cfg.KeepAlive,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -117,8 +131,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
+	if cfg.PprofListen != "" {
+		pprofSrv, err := startPprof(cfg.PprofListen, log, serveErr)
+		if err != nil {
+			return err
+		}
+		defer pprofSrv.Close()
+	}
 
 	select {
 	case err := <-serveErr:
@@ -169,4 +190,70 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (recorder.Stor
 	}
 	s.CheckConfig(ctx)
 	return s, nil
+}
+
+// registerer avoids a typed-nil interface when metrics are off.
+func registerer(reg *prometheus.Registry) prometheus.Registerer {
+	if reg == nil {
+		return nil
+	}
+	return reg
+}
+
+// routes serves the operational endpoints and hands everything else to the proxy:
+// /healthz (the process is alive), /readyz (accepting runs: not draining, store reachable)
+// and /metrics (Prometheus, when enabled).
+func routes(h *proxy.Handler, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := h.Ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "not ready: "+readyReason(err)+"\n")
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	if reg != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("/", h)
+	return mux
+}
+
+// readyReason keeps store error details (addresses) out of the readiness answer.
+func readyReason(err error) string {
+	if errors.Is(err, proxy.ErrShuttingDown) {
+		return "shutting down"
+	}
+	return "store unreachable"
+}
+
+// startPprof serves net/http/pprof on its own listener.
+func startPprof(addr string, log *slog.Logger, errs chan<- error) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	log.Info("pprof listening", slog.String("addr", ln.Addr().String()))
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- err
+		}
+	}()
+	return srv, nil
 }

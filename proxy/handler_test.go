@@ -20,8 +20,12 @@ import (
 // enriched, that runs without a terminal event get one, and that the store holds exactly what
 // the client saw.
 func TestRunEveryScenario(t *testing.T) {
+	testEveryScenario(t, Config{})
+}
+
+func testEveryScenario(t *testing.T, cfg Config) {
 	agent := startAgent(t)
-	h, px := startProxy(t, agent.URL, Config{})
+	h, px := startProxy(t, agent.URL, cfg)
 	for _, sc := range demoagent.Scenarios() {
 		t.Run(sc, func(t *testing.T) {
 			extra := `,"intervalMs":0,"events":50,"size":40000`

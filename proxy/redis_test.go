@@ -1,0 +1,223 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/sse"
+)
+
+// newRedisStore opens a RedisStore on srv with a prefix of its own.
+func newRedisStore(t testing.TB, srv *redistest.Server) *recorder.RedisStore {
+	t.Helper()
+	prefixes.Lock()
+	prefixes.n++
+	prefix := fmt.Sprintf("t%d", prefixes.n)
+	prefixes.Unlock()
+	s, err := recorder.NewRedisStore(context.Background(), recorder.RedisConfig{URL: srv.URL(), Prefix: prefix})
+	if err != nil {
+		t.Fatalf("NewRedisStore: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// prefixes gives every store of a test run its own key prefix.
+var prefixes struct {
+	sync.Mutex
+	n int
+}
+
+// TestRedisEveryScenario is TestRunEveryScenario on a real redis-server, in both durability
+// modes: every demo scenario round-trips byte for byte.
+func TestRedisEveryScenario(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Run("async", func(t *testing.T) { testEveryScenario(t, Config{Store: newRedisStore(t, srv)}) })
+	t.Run("sync", func(t *testing.T) {
+		testEveryScenario(t, Config{Store: newRedisStore(t, srv), Durability: recorder.DurabilitySync})
+	})
+}
+
+// TestRedisConcurrentRuns runs 200 runs at once on 50 threads and checks that each is stored
+// exactly once: seqs 1..N, nothing repeated, every run finished.
+func TestRedisConcurrentRuns(t *testing.T) {
+	srv := redistest.Start(t)
+	store := newRedisStore(t, srv)
+	agent := startAgent(t)
+	_, px := startProxy(t, agent.URL, Config{Store: store, AllowConcurrentRuns: true})
+	const threads, perThread = 50, 4
+	var wg sync.WaitGroup
+	errs := make(chan error, threads*perThread)
+	seen := make([]int, threads*perThread)
+	for i := range threads * perThread {
+		wg.Go(func() {
+			thread, run := fmt.Sprintf("th-%d", i%threads), fmt.Sprintf("run-%d", i)
+			res := postRun(t, context.Background(), px.URL, runBody(thread, run, "bench", `,"events":30,"intervalMs":2`), nil)
+			defer res.Body.Close()
+			if res.StatusCode != 200 {
+				b, _ := io.ReadAll(res.Body)
+				errs <- fmt.Errorf("run %s: status %d %s", run, res.StatusCode, b)
+				return
+			}
+			frames, err := readFrames(t, res.Body)
+			if err != nil {
+				errs <- fmt.Errorf("run %s: %v", run, err)
+			}
+			seen[i] = len(dataFrames(frames))
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for i := range threads * perThread {
+		thread, run := fmt.Sprintf("th-%d", i%threads), fmt.Sprintf("run-%d", i)
+		r := waitRunEnded(t, store, thread, run)
+		evs := storedEvents(t, store, thread, run)
+		if r.Status != recorder.StatusFinished || len(evs) != seen[i] || int64(len(evs)) != r.LastSeq || len(r.Gaps) != 0 {
+			t.Fatalf("run %s: %+v with %d stored events, client saw %d", run, r, len(evs), seen[i])
+		}
+		for j, ev := range evs {
+			if ev.Seq != int64(j+1) {
+				t.Fatalf("run %s: stored seq %d at position %d", run, ev.Seq, j)
+			}
+		}
+	}
+}
+
+// TestRedisPausedMidRun freezes Redis (SIGSTOP) for 5 s in the middle of a run: the client keeps
+// receiving events live, and afterwards the store holds every event once, in order
+// (reliability F10/F11: go-redis timeout retries must not duplicate).
+func TestRedisPausedMidRun(t *testing.T) {
+	srv := redistest.Start(t)
+	store := newRedisStore(t, srv)
+	agent := startAgent(t)
+	h, px := startProxy(t, agent.URL, Config{Store: store})
+	res := postRun(t, t.Context(), px.URL, runBody("t-pause", "r-pause", "bench", `,"events":700,"intervalMs":10`), nil)
+	defer res.Body.Close()
+	rd := sse.NewReader(res.Body, sse.Limits{})
+	var got [][]byte
+	var duringPause int
+	paused, resumed := make(chan struct{}), make(chan struct{})
+	go func() {
+		time.Sleep(time.Second)
+		srv.Stop()
+		close(paused)
+		time.Sleep(5 * time.Second)
+		srv.Continue()
+		close(resumed)
+	}()
+	for {
+		f, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("client stream: %v", err)
+		}
+		if !f.HasData {
+			continue
+		}
+		got = append(got, append([]byte(nil), f.Raw...))
+		select {
+		case <-resumed:
+		case <-paused:
+			duringPause++
+		default:
+		}
+	}
+	<-resumed
+	if duringPause < 100 {
+		t.Errorf("only %d events reached the client while Redis was frozen: the live path waited on the store", duringPause)
+	}
+	rep := agent.waitReport(t, "r-pause")
+	if !rep.Completed || len(got) != rep.EventsSent {
+		t.Fatalf("client got %d events, agent sent %d (completed %v)", len(got), rep.EventsSent, rep.Completed)
+	}
+	redistest.WaitFor(t, 30*time.Second, "run recorded", func() bool {
+		r, err := store.Run(context.Background(), "t-pause", "r-pause")
+		return err == nil && r.Status == recorder.StatusFinished && r.LastSeq == int64(len(got))
+	})
+	evs := storedEvents(t, store, "t-pause", "r-pause")
+	if len(evs) != len(got) {
+		t.Fatalf("stored %d events, client saw %d", len(evs), len(got))
+	}
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) || string(ev.Frame) != string(got[i]) {
+			t.Fatalf("stored event %d (seq %d) differs from what the client saw", i, ev.Seq)
+		}
+	}
+	if st := h.writer.Stats(); st.HighWater < 100 || st.Dropped != 0 {
+		t.Errorf("writer stats %+v: want events buffered during the freeze and nothing dropped", st)
+	}
+}
+
+// TestRedisRestartedEmpty kills Redis and restarts it without data: the proxy reconnects and
+// keeps serving new runs.
+func TestRedisRestartedEmpty(t *testing.T) {
+	srv := redistest.Start(t)
+	store := newRedisStore(t, srv)
+	agent := startAgent(t)
+	_, px := startProxy(t, agent.URL, Config{Store: store})
+	run := func(thread, runID string) int {
+		res := postRun(t, t.Context(), px.URL, runBody(thread, runID, "chat"), nil)
+		defer res.Body.Close()
+		io.Copy(io.Discard, res.Body)
+		return res.StatusCode
+	}
+	if code := run("t1", "r1"); code != 200 {
+		t.Fatalf("first run: %d", code)
+	}
+	waitRunEnded(t, store, "t1", "r1")
+	srv.Kill()
+	srv.Restart()
+	n := 0
+	redistest.WaitFor(t, 20*time.Second, "a run after the restart", func() bool {
+		n++
+		return run("t2", fmt.Sprintf("r-%d", n)) == 200
+	})
+	r := waitRunEnded(t, store, "t2", fmt.Sprintf("r-%d", n))
+	if r.Status != recorder.StatusFinished || len(storedEvents(t, store, "t2", r.RunID)) == 0 {
+		t.Errorf("run after restart = %+v", r)
+	}
+	if _, err := store.Thread(context.Background(), "t1"); err == nil {
+		t.Errorf("thread t1 survived a restart without persistence")
+	}
+}
+
+// TestHostileIDsNeverReachRedis posts hostile thread and run ids and checks they are refused
+// with 400 before any key is written (reliability B6).
+func TestHostileIDsNeverReachRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	store := newRedisStore(t, srv)
+	calls, upstream := countingUpstream(t)
+	_, px := startProxy(t, upstream, Config{Store: store})
+	rc := srv.Client(t)
+	before := rc.DBSize(context.Background()).Val()
+	for _, id := range []string{"a\nb", "{t}", "a}b", "a*", "a b", "x\x00", strings.Repeat("k", 10240), "a?", "[a]"} {
+		for _, body := range []string{
+			fmt.Sprintf(`{"threadId":%q,"runId":"r","messages":[]}`, id),
+			fmt.Sprintf(`{"threadId":"t","runId":%q,"messages":[]}`, id),
+		} {
+			res := postRun(t, t.Context(), px.URL, body, nil)
+			if p := decodeProblem(t, res); res.StatusCode != http.StatusBadRequest {
+				t.Errorf("id %.20q: %d %s, want 400", id, res.StatusCode, p.Code)
+			}
+		}
+	}
+	if after := rc.DBSize(context.Background()).Val(); after != before {
+		t.Errorf("DBSIZE went from %d to %d: a hostile id reached Redis", before, after)
+	}
+	if calls.Load() != 0 {
+		t.Errorf("the agent was called %d times", calls.Load())
+	}
+}

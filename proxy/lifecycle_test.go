@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/sse"
+)
+
+// TestShutdownInterruptsAtDeadline starts a long run, shuts down with a short deadline, and
+// checks that the run is ended with a recorded RUN_ERROR INTERRUPTED that the client receives,
+// that new runs are refused while draining, and that Ready reports it.
+func TestShutdownInterruptsAtDeadline(t *testing.T) {
+	agent := startAgent(t)
+	h, px := startProxy(t, agent.URL, Config{})
+	res := postRun(t, t.Context(), px.URL, runBody("sd", "sd-1", "bench", `,"events":100000,"intervalMs":5`), nil)
+	defer res.Body.Close()
+	rd := sse.NewReader(res.Body, sse.Limits{})
+	for n := 0; n < 3; {
+		f, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.HasData {
+			n++
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- h.Shutdown(ctx) }()
+	for !h.draining.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	if err := h.Ready(context.Background()); !errors.Is(err, ErrShuttingDown) {
+		t.Errorf("Ready while draining = %v", err)
+	}
+	r2 := postRun(t, t.Context(), px.URL, runBody("sd2", "sd-2", "chat"), nil)
+	if p := decodeProblem(t, r2); r2.StatusCode != 503 || p.Code != CodeShuttingDown {
+		t.Errorf("new run while draining = %d %s", r2.StatusCode, p.Code)
+	}
+	frames, _ := readFrames(t, res.Body)
+	got := dataFrames(frames)
+	if last := got[len(got)-1]; last.eventType() != agui.RunError || !bytes.Contains(last.data, []byte(CodeInterrupted)) {
+		t.Errorf("client stream ended with %s", last.data)
+	}
+	if err := <-shut; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v, want the deadline error", err)
+	}
+	r, err := h.Store().Run(context.Background(), "sd", "sd-1")
+	if err == nil && r.Status != recorder.StatusInterrupted {
+		t.Errorf("run status %s, want interrupted", r.Status)
+	}
+}
+
+// TestSlowClientDoesNotSlowTheRun has a client that stops reading: it is dropped at its queue
+// limit while the run streams to its end at full speed and is recorded whole (reliability F20).
+func TestSlowClientDoesNotSlowTheRun(t *testing.T) {
+	agent := startAgent(t)
+	h, px := startProxy(t, agent.URL, Config{ClientQueueBytes: 64 << 10})
+	conn, err := net.Dial("tcp", px.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := runBody("slow", "slow-1", "bench", `,"events":20000,"intervalMs":0`)
+	req, _ := http.NewRequest(http.MethodPost, px.URL+"/", bytes.NewBufferString(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	// Never read: the client's socket buffers fill, then its queue.
+	rep := agent.waitReport(t, "slow-1")
+	if !rep.Completed {
+		t.Fatalf("agent report %+v: the stalled client stopped the run", rep)
+	}
+	run := waitRunEnded(t, h.Store(), "slow", "slow-1")
+	if run.Status != recorder.StatusFinished || run.LastSeq != int64(rep.EventsSent) {
+		t.Errorf("run %+v, want finished with %d events", run, rep.EventsSent)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, _ := io.Copy(io.Discard, conn)
+	if n >= int64(rep.EventsSent*200) {
+		t.Errorf("the stalled client received %d bytes: it was not dropped", n)
+	}
+}

@@ -19,7 +19,7 @@ func Example() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/agent/", http.StripPrefix("/agent", h)) // POST /agent/ runs through the proxy
-	mux.Handle("/agui/", h)                               // attach, resume, history
+	mux.Handle("/agui/", h)                              // attach, resume, history
 	mux.HandleFunc("/app/health", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: mux, ReadHeaderTimeout: 5e9}
 	_ = srv // srv.ListenAndServe(); on shutdown: srv.Shutdown(ctx) then h.Shutdown(ctx)

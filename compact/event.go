@@ -41,11 +41,14 @@ func (e *ParseError) Unwrap() error { return e.Err }
 // object, and ErrMissingType for an object whose "type" is absent or not a string.
 func ParseEvent(data []byte) (Event, error) {
 	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' || !json.Valid(data) {
+	if len(data) == 0 || data[0] != '{' {
 		return Event{}, &ParseError{Err: ErrInvalidJSON}
 	}
-	t, ok := field(data, "type")
-	if !ok || len(t) < 2 || t[0] != '"' {
+	t, ok := validEvent(data)
+	if !ok {
+		return Event{}, &ParseError{Err: ErrInvalidJSON}
+	}
+	if len(t) < 2 || t[0] != '"' {
 		return Event{}, &ParseError{Err: ErrMissingType}
 	}
 	s, ok := jsonString(t)

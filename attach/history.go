@@ -76,12 +76,19 @@ func parseRecord(rec recorder.Event) (compact.Event, bool) {
 	if err != nil {
 		return compact.Event{}, false
 	}
-	ev, err := compact.ParseEvent(bytes.Clone(data))
+	ev, err := compact.ParseEvent(data)
 	return ev, err == nil
 }
 
-// FrameData returns the data of one recorded SSE frame.
+// FrameData returns the data of one recorded SSE frame. The result may alias frame (frames
+// from a store are never modified).
 func FrameData(frame []byte) ([]byte, error) {
+	// Fast path: the proxy's own LF framing, "data: <one line>\n" followed by other fields.
+	if bytes.HasPrefix(frame, []byte("data: ")) && bytes.IndexByte(frame, '\r') < 0 {
+		if nl := bytes.IndexByte(frame, '\n'); nl > 0 && !bytes.Contains(frame[nl:], []byte("\ndata")) {
+			return frame[6:nl], nil
+		}
+	}
 	f, err := sse.NewReader(bytes.NewReader(frame), sse.Limits{MaxLineBytes: len(frame) + 1, MaxFrameBytes: len(frame) + 1}).Next()
 	if err != nil {
 		return nil, err
@@ -89,7 +96,7 @@ func FrameData(frame []byte) ([]byte, error) {
 	if !f.HasData {
 		return nil, errors.New("recorded frame has no data")
 	}
-	return f.Data, nil
+	return bytes.Clone(f.Data), nil
 }
 
 // branchEvents returns the compacted events of the branch from the root through runID, which

@@ -119,6 +119,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if h.cfg.IdentityHeader != "" {
+		r = r.WithContext(context.WithValue(r.Context(), ownerCtxKey{}, owner))
+	}
 	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
 		h.attach.ServeHTTP(w, r)
 		return
@@ -193,6 +196,9 @@ func isEventStream(h http.Header) bool {
 }
 
 type runCtxKey struct{}
+
+// ownerCtxKey carries the caller's identity to rewrite.
+type ownerCtxKey struct{}
 
 func runFrom(ctx context.Context) *run {
 	rn, _ := ctx.Value(runCtxKey{}).(*run)
@@ -286,6 +292,14 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(h.cfg.Upstream)
 	pr.SetXForwarded()
+	if name := h.cfg.IdentityHeader; name != "" {
+		// Set after hop-by-hop removal: a client naming the header in Connection cannot strip
+		// or replace the identity the agent receives.
+		pr.Out.Header.Del(name)
+		if owner, _ := pr.In.Context().Value(ownerCtxKey{}).(string); owner != "" {
+			pr.Out.Header.Set(name, owner)
+		}
+	}
 	if rn := runFrom(pr.In.Context()); rn != nil {
 		pr.Out = pr.Out.WithContext(rn.ctx)
 		pr.Out.Header.Del("Accept-Encoding")

@@ -243,3 +243,40 @@ func TestSynthesizedRunStarted(t *testing.T) {
 		t.Fatalf("events %d, first %s; want 4 starting with %s", len(got), got[0].data, want)
 	}
 }
+
+// TestForwardedHeaders checks header hygiene on the way to the agent: a client's
+// X-Forwarded-For is replaced, not trusted (B14); naming the identity header in Connection
+// cannot make the proxy drop it (B13); Accept-Encoding is not forwarded on runs (B16).
+func TestForwardedHeaders(t *testing.T) {
+	var seen atomic.Value
+	upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.Header.Clone())
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n")
+	}))
+	_, px := startProxy(t, upstream.URL, Config{IdentityHeader: "X-Agui-User"})
+	res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, http.Header{
+		"X-Forwarded-For": {"1.2.3.4"},
+		"Connection":      {"X-Agui-User"},
+		"X-Agui-User":     {"alice"},
+		"Accept-Encoding": {"gzip"},
+	})
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	hdr := seen.Load().(http.Header)
+	if got := hdr.Get("X-Forwarded-For"); got != "127.0.0.1" {
+		t.Errorf("upstream X-Forwarded-For = %q, want the peer address only", got)
+	}
+	if got := hdr.Get("X-Agui-User"); got != "alice" {
+		t.Errorf("upstream identity = %q, want alice despite Connection: X-Agui-User", got)
+	}
+	if got := hdr.Get("Accept-Encoding"); got != "" && got != "gzip" {
+		t.Errorf("upstream Accept-Encoding = %q", got)
+	}
+	if res.Header.Get("Content-Encoding") != "" {
+		t.Errorf("client got Content-Encoding %q on an event stream", res.Header.Get("Content-Encoding"))
+	}
+}

@@ -64,16 +64,12 @@ func (o Options) ephemeral(t string) bool {
 
 // folded reports whether Compact folds an event type into the snapshots (everything that
 // changes messages or state) rather than passing it through.
-func folded(t string) bool {
-	switch t {
-	case "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TEXT_MESSAGE_CHUNK",
-		"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_CHUNK", "TOOL_CALL_RESULT",
-		"STATE_SNAPSHOT", "STATE_DELTA", "MESSAGES_SNAPSHOT", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA",
-		"REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END",
-		"REASONING_MESSAGE_CHUNK", "REASONING_ENCRYPTED_VALUE":
-		return true
-	}
-	return false
+var folded = [numTypes]bool{
+	tTextMessageStart: true, tTextMessageContent: true, tTextMessageEnd: true, tTextMessageChunk: true,
+	tToolCallStart: true, tToolCallArgs: true, tToolCallEnd: true, tToolCallChunk: true, tToolCallResult: true,
+	tStateSnapshot: true, tStateDelta: true, tMessagesSnapshot: true, tActivitySnapshot: true, tActivityDelta: true,
+	tReasoningMessageStart: true, tReasoningMessageContent: true, tReasoningMessageEnd: true,
+	tReasoningMessageChunk: true, tReasoningEncryptedValue: true,
 }
 
 type run struct {
@@ -112,23 +108,24 @@ func Compact(events []Event, opts Options) ([]Event, error) {
 		if opts.ephemeral(e.Type) {
 			continue
 		}
-		if err := r.feed(i, e); err != nil {
+		t := typeOf(e.Type)
+		if err := r.feed(i, e, t); err != nil {
 			return nil, err
 		}
-		if !isKnownType(e.Type) && len(runs) == 0 {
+		if t == tUnknown && len(runs) == 0 {
 			continue // nothing to attach it to; the client drops it anyway
 		}
-		switch e.Type {
-		case "RUN_STARTED":
+		switch t {
+		case tRunStarted:
 			runs = append(runs, &run{start: &events[i]})
-		case "RUN_FINISHED", "RUN_ERROR":
+		case tRunFinished, tRunError:
 			if len(runs) == 0 || (len(runs[len(runs)-1].terms) > 0 && runs[len(runs)-1].start == nil) {
 				runs = append(runs, &run{})
 			}
 			last := runs[len(runs)-1]
 			last.terms = append(last.terms, e)
 		default:
-			if !folded(e.Type) && len(runs) > 0 {
+			if !folded[t] && len(runs) > 0 {
 				last := runs[len(runs)-1]
 				last.pass = append(last.pass, e)
 			}
@@ -338,7 +335,7 @@ func OpenStreams(events []Event, opts Options) ([]Open, error) {
 		if opts.ephemeral(e.Type) {
 			continue
 		}
-		if err := r.feed(i, e); err != nil {
+		if err := r.feed(i, e, typeOf(e.Type)); err != nil {
 			return nil, err
 		}
 	}

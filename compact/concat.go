@@ -17,7 +17,8 @@ import (
 func Concat(events []Event) ([]Event, error) {
 	c := &concat{texts: map[string]*stream{}, tools: map[string]*stream{}}
 	for _, e := range events {
-		f := scanFields(e.Raw)
+		var f evf
+		scanFields(e.Raw, &f)
 		switch e.Type {
 		case "TEXT_MESSAGE_START", "TOOL_CALL_START":
 			s := c.get(e.Type, f)
@@ -226,7 +227,8 @@ func (c *concat) flushState() error {
 	}
 	var st any = map[string]any{}
 	for _, e := range group[last:] {
-		f := scanFields(e.Raw)
+		var f evf
+		scanFields(e.Raw, &f)
 		if e.Type == "STATE_SNAPSHOT" {
 			v, err := decodeJS(f.snapshot)
 			if err != nil {

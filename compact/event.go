@@ -61,33 +61,16 @@ func ParseEvent(data []byte) (Event, error) {
 // mustEvent builds an Event from JSON we produced ourselves.
 func mustEvent(typ string, raw []byte) Event { return Event{Type: typ, Raw: raw} }
 
-var knownTypes = map[string]string{}
-
-func init() {
-	for _, t := range []string{
-		"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "STEP_STARTED", "STEP_FINISHED",
-		"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TEXT_MESSAGE_CHUNK",
-		"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_CHUNK", "TOOL_CALL_RESULT",
-		"STATE_SNAPSHOT", "STATE_DELTA", "MESSAGES_SNAPSHOT", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA",
-		"REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT",
-		"REASONING_MESSAGE_END", "REASONING_MESSAGE_CHUNK", "REASONING_END",
-		"REASONING_ENCRYPTED_VALUE", "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR",
-		"RAW", "CUSTOM",
-	} {
-		knownTypes[t] = t
-	}
-}
-
 // internType returns a shared string for known types so events do not each hold a copy.
 func internType(b []byte) string {
-	if s, ok := knownTypes[string(b)]; ok {
-		return s
+	if t := typeOf(string(b)); t != tUnknown {
+		return typeNames[t]
 	}
 	return string(b)
 }
 
 // isKnownType reports whether t is one of the 31 event types of AG-UI 1.0.
-func isKnownType(t string) bool { _, ok := knownTypes[t]; return ok }
+func isKnownType(t string) bool { return typeOf(t) != tUnknown }
 
 // --- minimal allocation-free JSON scanning over text already checked by json.Valid ---
 
@@ -99,6 +82,22 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
+// skipString returns the index just past the string whose opening quote is b[i] (escapes are
+// skipped pairwise, as in valid JSON).
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); {
+		switch strByte[b[i]] {
+		case 1:
+			return i + 1
+		case 2:
+			i += 2
+		default:
+			i++
+		}
+	}
+	return len(b)
+}
+
 // skipValue returns the index just past the JSON value starting at b[i] (i at a non-space).
 func skipValue(b []byte, i int) int {
 	if i >= len(b) {
@@ -106,18 +105,7 @@ func skipValue(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
-		i++
-		for i < len(b) {
-			switch b[i] {
-			case '\\':
-				i += 2
-			case '"':
-				return i + 1
-			default:
-				i++
-			}
-		}
-		return i
+		return skipString(b, i)
 	case '{', '[':
 		depth := 0
 		for i < len(b) {

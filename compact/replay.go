@@ -48,61 +48,101 @@ type evf struct {
 	activityType, content, replace, patch, subtype, entityID, encryptedValue []byte
 }
 
-func scanFields(raw []byte) (f evf) {
-	eachField(raw, func(k, v []byte) bool {
-		key := k
-		if bytes.IndexByte(k, '\\') >= 0 {
-			if s, ok := jsonString(append(append([]byte{'"'}, k...), '"')); ok {
-				key = s
-			}
+// scanFields fills f from the top-level members of the event object raw (already validated),
+// the last duplicate winning as in JSON.parse.
+func scanFields(raw []byte, f *evf) {
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return
+	}
+	i++
+	for {
+		i = skipWS(raw, i)
+		if i >= len(raw) || raw[i] == '}' {
+			return
 		}
-		switch string(key) {
-		case "messageId":
-			f.messageID = v
-		case "toolCallId":
-			f.toolCallID = v
-		case "toolCallName":
-			f.toolCallName = v
-		case "parentMessageId":
-			f.parentMessageID = v
-		case "delta":
-			f.delta = v
-		case "role":
-			f.role = v
-		case "name":
-			f.name = v
-		case "subagentRunId":
-			f.subagentRunID = v
-		case "metadata":
-			f.metadata = v
-		case "rawEvent":
-			f.rawEvent = v
-		case "snapshot":
-			f.snapshot = v
-		case "messages":
-			f.messages = v
-		case "input":
-			f.input = v
-		case "stepName":
-			f.stepName = v
-		case "activityType":
-			f.activityType = v
-		case "content":
-			f.content = v
-		case "replace":
-			f.replace = v
-		case "patch":
-			f.patch = v
-		case "subtype":
-			f.subtype = v
-		case "entityId":
-			f.entityID = v
-		case "encryptedValue":
-			f.encryptedValue = v
+		if raw[i] == ',' {
+			i++
+			continue
 		}
-		return true
-	})
-	return f
+		if raw[i] != '"' {
+			return // not an object member: Raw did not come from ParseEvent
+		}
+		ks := i
+		i = skipString(raw, i)
+		if i < ks+2 {
+			return
+		}
+		key := raw[ks+1 : i-1]
+		i = skipWS(raw, i)
+		if i < len(raw) && raw[i] == ':' {
+			i++
+		}
+		i = skipWS(raw, i)
+		vs := i
+		i = skipValue(raw, i)
+		if dst := f.slot(key); dst != nil {
+			*dst = raw[vs:i]
+		}
+	}
+}
+
+// slot returns the field of f that a top-level member key (raw, still escaped) fills, or nil.
+func (f *evf) slot(key []byte) *[]byte {
+	if bytes.IndexByte(key, '\\') >= 0 {
+		s, ok := jsonString(append(append([]byte{'"'}, key...), '"'))
+		if !ok {
+			return nil
+		}
+		key = s
+	}
+	switch string(key) {
+	case "type":
+		return nil
+	case "messageId":
+		return &f.messageID
+	case "delta":
+		return &f.delta
+	case "toolCallId":
+		return &f.toolCallID
+	case "toolCallName":
+		return &f.toolCallName
+	case "parentMessageId":
+		return &f.parentMessageID
+	case "role":
+		return &f.role
+	case "name":
+		return &f.name
+	case "subagentRunId":
+		return &f.subagentRunID
+	case "metadata":
+		return &f.metadata
+	case "rawEvent":
+		return &f.rawEvent
+	case "snapshot":
+		return &f.snapshot
+	case "messages":
+		return &f.messages
+	case "input":
+		return &f.input
+	case "stepName":
+		return &f.stepName
+	case "activityType":
+		return &f.activityType
+	case "content":
+		return &f.content
+	case "replace":
+		return &f.replace
+	case "patch":
+		return &f.patch
+	case "subtype":
+		return &f.subtype
+	case "entityId":
+		return &f.entityID
+	case "encryptedValue":
+		return &f.encryptedValue
+	}
+	return nil
 }
 
 // str decodes a raw JSON string field; ok is false when absent or not a string.
@@ -123,7 +163,7 @@ func isStr(raw []byte) bool { return len(raw) >= 2 && raw[0] == '"' }
 // pev is an event inside the pipeline: a recorded one (raw set) or one the chunk transform
 // synthesized (raw nil).
 type pev struct {
-	typ string
+	typ etype
 	f   evf
 	raw []byte
 }
@@ -179,6 +219,8 @@ type reducer struct {
 	subagents   map[string]bool
 	seq         int
 
+	hot hotCache
+
 	cur []byte // raw of the input event being processed
 	idx int    // index of the input event being processed
 	typ string
@@ -205,21 +247,22 @@ func (r *reducer) reject(format string, a ...any) error {
 }
 
 // feed runs one recorded event through the pipeline.
-func (r *reducer) feed(i int, e Event) error {
+func (r *reducer) feed(i int, e Event, t etype) error {
 	r.idx, r.typ = i, e.Type
-	if !isKnownType(e.Type) {
+	if t == tUnknown {
 		return nil // enforceEvents drops unrecognised types with a warning
 	}
-	f := scanFields(e.Raw)
+	p := pev{typ: t, raw: e.Raw}
+	scanFields(e.Raw, &p.f)
 	r.cur = e.Raw
-	if err := r.checkSchema(e.Type, &f); err != nil {
+	if err := r.checkSchema(t, &p.f); err != nil {
 		return err
 	}
-	return r.transform(pev{typ: e.Type, f: f, raw: e.Raw})
+	return r.transform(&p)
 }
 
 // checkSchema covers the @ag-ui/core schema rules that the reducer depends on.
-func (r *reducer) checkSchema(t string, f *evf) error {
+func (r *reducer) checkSchema(t etype, f *evf) error {
 	need := func(name string, v []byte) error {
 		if !isStr(v) {
 			return r.reject("%s must be a string", name)
@@ -243,39 +286,39 @@ func (r *reducer) checkSchema(t string, f *evf) error {
 	}
 	var err error
 	switch t {
-	case "TEXT_MESSAGE_START":
+	case tTextMessageStart:
 		err = errors.Join(need("messageId", f.messageID), opt("name", f.name), r.checkRole(f.role))
-	case "TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT":
+	case tTextMessageContent, tReasoningMessageContent:
 		err = errors.Join(need("messageId", f.messageID), need("delta", f.delta))
-	case "TEXT_MESSAGE_END", "REASONING_MESSAGE_START", "REASONING_MESSAGE_END", "REASONING_START", "REASONING_END":
+	case tTextMessageEnd, tReasoningMessageStart, tReasoningMessageEnd, tReasoningStart, tReasoningEnd:
 		err = need("messageId", f.messageID)
-	case "TEXT_MESSAGE_CHUNK", "REASONING_MESSAGE_CHUNK":
+	case tTextMessageChunk, tReasoningMessageChunk:
 		err = errors.Join(opt("messageId", f.messageID), opt("delta", f.delta), opt("name", f.name))
-		if t == "TEXT_MESSAGE_CHUNK" && err == nil {
+		if t == tTextMessageChunk && err == nil {
 			err = r.checkRole(f.role)
 		}
-	case "TOOL_CALL_START":
+	case tToolCallStart:
 		err = errors.Join(need("toolCallId", f.toolCallID), need("toolCallName", f.toolCallName), opt("parentMessageId", f.parentMessageID))
-	case "TOOL_CALL_ARGS":
+	case tToolCallArgs:
 		err = errors.Join(need("toolCallId", f.toolCallID), need("delta", f.delta))
-	case "TOOL_CALL_END":
+	case tToolCallEnd:
 		err = need("toolCallId", f.toolCallID)
-	case "TOOL_CALL_CHUNK":
+	case tToolCallChunk:
 		err = errors.Join(opt("toolCallId", f.toolCallID), opt("toolCallName", f.toolCallName), opt("parentMessageId", f.parentMessageID), opt("delta", f.delta))
-	case "TOOL_CALL_RESULT":
+	case tToolCallResult:
 		err = errors.Join(need("messageId", f.messageID), need("toolCallId", f.toolCallID))
 		if err == nil && f.content == nil {
 			err = r.reject("content is required")
 		}
-	case "STATE_SNAPSHOT":
+	case tStateSnapshot:
 		if f.snapshot == nil {
 			err = r.reject("snapshot is required")
 		}
-	case "STATE_DELTA":
+	case tStateDelta:
 		err = r.checkPatch(f.delta)
-	case "ACTIVITY_DELTA":
+	case tActivityDelta:
 		err = errors.Join(need("messageId", f.messageID), need("activityType", f.activityType), r.checkPatch(f.patch))
-	case "ACTIVITY_SNAPSHOT":
+	case tActivitySnapshot:
 		err = errors.Join(need("messageId", f.messageID), need("activityType", f.activityType))
 		if err == nil && (len(f.content) == 0 || f.content[0] != '{') {
 			err = r.reject("content must be an object")
@@ -283,16 +326,16 @@ func (r *reducer) checkSchema(t string, f *evf) error {
 		if err == nil && f.replace != nil && string(f.replace) != "true" && string(f.replace) != "false" {
 			err = r.reject("replace must be a boolean")
 		}
-	case "MESSAGES_SNAPSHOT":
+	case tMessagesSnapshot:
 		err = r.checkMessages(f.messages)
-	case "STEP_STARTED", "STEP_FINISHED":
+	case tStepStarted, tStepFinished:
 		err = need("stepName", f.stepName)
-	case "REASONING_ENCRYPTED_VALUE":
+	case tReasoningEncryptedValue:
 		err = errors.Join(need("entityId", f.entityID), need("encryptedValue", f.encryptedValue))
 		if err == nil && string(f.subtype) != `"tool-call"` && string(f.subtype) != `"message"` {
 			err = r.reject("subtype must be tool-call or message")
 		}
-	case "RUN_STARTED":
+	case tRunStarted:
 		err = errors.Join(need("threadId", fieldOr(r.cur, "threadId")), need("runId", fieldOr(r.cur, "runId")))
 		if err == nil && f.input != nil {
 			if len(f.input) == 0 || f.input[0] != '{' {
@@ -408,12 +451,12 @@ func laneKey(sub []byte) string {
 	return "s:" + s
 }
 
-var laneScoped = map[string]bool{
-	"TEXT_MESSAGE_START": true, "TEXT_MESSAGE_CONTENT": true, "TEXT_MESSAGE_END": true,
-	"TOOL_CALL_START": true, "TOOL_CALL_ARGS": true, "TOOL_CALL_END": true, "TOOL_CALL_RESULT": true,
-	"STATE_SNAPSHOT": true, "STATE_DELTA": true, "CUSTOM": true, "STEP_STARTED": true,
-	"STEP_FINISHED": true, "REASONING_START": true, "REASONING_MESSAGE_START": true,
-	"REASONING_MESSAGE_CONTENT": true, "REASONING_MESSAGE_END": true, "REASONING_END": true,
+var laneScoped = [numTypes]bool{
+	tTextMessageStart: true, tTextMessageContent: true, tTextMessageEnd: true,
+	tToolCallStart: true, tToolCallArgs: true, tToolCallEnd: true, tToolCallResult: true,
+	tStateSnapshot: true, tStateDelta: true, tCustom: true, tStepStarted: true,
+	tStepFinished: true, tReasoningStart: true, tReasoningMessageStart: true,
+	tReasoningMessageContent: true, tReasoningMessageEnd: true, tReasoningEnd: true,
 }
 
 func (r *reducer) closeLane(key string) error {
@@ -427,13 +470,13 @@ func (r *reducer) closeLane(key string) error {
 	idRaw := quote(l.id)
 	switch l.kind {
 	case "text":
-		e = pev{typ: "TEXT_MESSAGE_END", f: evf{messageID: idRaw, subagentRunID: l.subRun}}
+		e = pev{typ: tTextMessageEnd, f: evf{messageID: idRaw, subagentRunID: l.subRun}}
 	case "tool":
-		e = pev{typ: "TOOL_CALL_END", f: evf{toolCallID: idRaw, subagentRunID: l.subRun}}
+		e = pev{typ: tToolCallEnd, f: evf{toolCallID: idRaw, subagentRunID: l.subRun}}
 	default:
-		e = pev{typ: "REASONING_MESSAGE_END", f: evf{messageID: idRaw, subagentRunID: l.subRun}}
+		e = pev{typ: tReasoningMessageEnd, f: evf{messageID: idRaw, subagentRunID: l.subRun}}
 	}
-	return r.process(e)
+	return r.process(&e)
 }
 
 func (r *reducer) closeAll() error {
@@ -445,34 +488,36 @@ func (r *reducer) closeAll() error {
 	return nil
 }
 
-func (r *reducer) transform(e pev) error {
+func (r *reducer) transform(e *pev) error {
 	switch {
 	case laneScoped[e.typ]:
-		if err := r.closeLane(laneKey(e.f.subagentRunID)); err != nil {
-			return err
+		if len(r.lanes) > 0 {
+			if err := r.closeLane(laneKey(e.f.subagentRunID)); err != nil {
+				return err
+			}
 		}
-	case e.typ == "RUN_STARTED" || e.typ == "RUN_FINISHED" || e.typ == "RUN_ERROR" || e.typ == "MESSAGES_SNAPSHOT":
+	case e.typ == tRunStarted || e.typ == tRunFinished || e.typ == tRunError || e.typ == tMessagesSnapshot:
 		if err := r.closeAll(); err != nil {
 			return err
 		}
-	case e.typ == "SUBAGENT_FINISHED" || e.typ == "SUBAGENT_ERROR":
+	case e.typ == tSubagentFinished || e.typ == tSubagentError:
 		if e.f.subagentRunID != nil {
 			if err := r.closeLane(laneKey(e.f.subagentRunID)); err != nil {
 				return err
 			}
 		}
-	case e.typ == "TEXT_MESSAGE_CHUNK":
+	case e.typ == tTextMessageChunk:
 		return r.chunk(e, "text", e.f.messageID)
-	case e.typ == "TOOL_CALL_CHUNK":
+	case e.typ == tToolCallChunk:
 		return r.chunk(e, "tool", e.f.toolCallID)
-	case e.typ == "REASONING_MESSAGE_CHUNK":
+	case e.typ == tReasoningMessageChunk:
 		return r.chunk(e, "reasoning", e.f.messageID)
 	}
 	return r.process(e)
 }
 
 // chunk expands a *_CHUNK event into START / CONTENT events like transformChunks.
-func (r *reducer) chunk(e pev, kind string, idRaw []byte) error {
+func (r *reducer) chunk(e *pev, kind string, idRaw []byte) error {
 	id, hasID := str(idRaw)
 	// Resolve the lane (function c in the client).
 	key := ""
@@ -546,19 +591,19 @@ func (r *reducer) chunk(e pev, kind string, idRaw []byte) error {
 				l.role, _ = str(e.f.role)
 			}
 			l.name = e.f.name
-			start = pev{typ: "TEXT_MESSAGE_START", f: evf{messageID: idRaw, role: quote(l.role), name: e.f.name, subagentRunID: e.f.subagentRunID, metadata: e.f.metadata}}
+			start = pev{typ: tTextMessageStart, f: evf{messageID: idRaw, role: quote(l.role), name: e.f.name, subagentRunID: e.f.subagentRunID, metadata: e.f.metadata}}
 		case "tool":
 			if e.f.toolCallName == nil {
 				return r.reject("first TOOL_CALL_CHUNK must have a toolCallName")
 			}
 			l.name, l.parent = e.f.toolCallName, e.f.parentMessageID
-			start = pev{typ: "TOOL_CALL_START", f: evf{toolCallID: idRaw, toolCallName: e.f.toolCallName, parentMessageID: e.f.parentMessageID, subagentRunID: e.f.subagentRunID, metadata: e.f.metadata}}
+			start = pev{typ: tToolCallStart, f: evf{toolCallID: idRaw, toolCallName: e.f.toolCallName, parentMessageID: e.f.parentMessageID, subagentRunID: e.f.subagentRunID, metadata: e.f.metadata}}
 		default:
-			start = pev{typ: "REASONING_MESSAGE_START", f: evf{messageID: idRaw, role: []byte(`"reasoning"`), subagentRunID: e.f.subagentRunID, metadata: e.f.metadata}}
+			start = pev{typ: tReasoningMessageStart, f: evf{messageID: idRaw, role: []byte(`"reasoning"`), subagentRunID: e.f.subagentRunID, metadata: e.f.metadata}}
 		}
 		r.lanes[key] = l
 		r.laneOrder = append(r.laneOrder, key)
-		if err := r.process(start); err != nil {
+		if err := r.process(&start); err != nil {
 			return err
 		}
 		if it := r.openItemFor(kind, id); it != nil {
@@ -571,15 +616,15 @@ func (r *reducer) chunk(e pev, kind string, idRaw []byte) error {
 	if sub == nil {
 		sub = l.subRun
 	}
-	var ct string
+	var ct etype
 	var cf evf
 	switch kind {
 	case "text":
-		ct, cf = "TEXT_MESSAGE_CONTENT", evf{messageID: idq, subagentRunID: sub}
+		ct, cf = tTextMessageContent, evf{messageID: idq, subagentRunID: sub}
 	case "tool":
-		ct, cf = "TOOL_CALL_ARGS", evf{toolCallID: idq, subagentRunID: sub}
+		ct, cf = tToolCallArgs, evf{toolCallID: idq, subagentRunID: sub}
 	default:
-		ct, cf = "REASONING_MESSAGE_CONTENT", evf{messageID: idq, subagentRunID: sub}
+		ct, cf = tReasoningMessageContent, evf{messageID: idq, subagentRunID: sub}
 	}
 	if e.f.delta != nil || e.f.rawEvent != nil {
 		cf.delta = e.f.delta
@@ -587,11 +632,11 @@ func (r *reducer) chunk(e pev, kind string, idRaw []byte) error {
 			cf.delta = []byte(`""`)
 		}
 		cf.metadata = e.f.metadata
-		return r.process(pev{typ: ct, f: cf})
+		return r.process(&pev{typ: ct, f: cf})
 	}
 	if !emitted && e.f.metadata != nil {
 		cf.delta, cf.metadata = []byte(`""`), e.f.metadata
-		return r.process(pev{typ: ct, f: cf})
+		return r.process(&pev{typ: ct, f: cf})
 	}
 	return nil
 }
@@ -608,27 +653,83 @@ func (r *reducer) openItemFor(kind, id string) *openItem {
 
 // ---- verifyEvents + defaultApplyEvents ----
 
-func (r *reducer) process(e pev) error {
+func (r *reducer) process(e *pev) error {
+	if r.hot.typ == e.typ && r.hot.typ != tUnknown && e.f.metadata == nil && string(e.f.messageID) == string(r.hot.id) &&
+		string(e.f.toolCallID) == string(r.hot.callID) {
+		return r.hotDelta(e)
+	}
+	r.hot.typ = tUnknown
 	if err := r.verify(e); err != nil {
 		return err
 	}
-	return r.apply(e)
+	if err := r.apply(e); err != nil {
+		return err
+	}
+	switch e.typ {
+	case tTextMessageContent, tReasoningMessageContent, tToolCallArgs:
+		if e.f.metadata == nil {
+			r.rememberDelta(e)
+		}
+	}
+	return nil
 }
 
-func (r *reducer) verify(e pev) error {
+// hotCache caches the lookups of the last content delta so that the deltas that follow it for
+// the same message or tool call (the bulk of a thread) append without map lookups. Every other
+// event resets it (process), so what verify and apply would look up cannot have changed.
+type hotCache struct {
+	typ        etype // tUnknown when empty
+	id, callID []byte
+	msg        *message  // text and reasoning content: lookup(messageId), nil when absent
+	call       *toolCall // TOOL_CALL_ARGS: the call, nil when absent
+}
+
+// rememberDelta fills the cache after the slow path processed delta e without metadata.
+func (r *reducer) rememberDelta(e *pev) {
+	h := hotCache{typ: e.typ, id: e.f.messageID, callID: e.f.toolCallID}
+	if e.typ == tToolCallArgs {
+		if owner := lookupOpen(r.callIdx, e.f.toolCallID); owner != nil {
+			id, _ := str(e.f.toolCallID)
+			h.call = owner.findCall(id)
+		}
+	} else if m := r.lookup(e.f.messageID); m != nil && m.role != "activity" {
+		h.msg = m
+	}
+	r.hot = h
+}
+
+// hotDelta is verify + apply for a delta that hits the cache: verify only counts it (the
+// stream is open, nothing changed since the last delta), apply appends it.
+func (r *reducer) hotDelta(e *pev) error {
+	r.seq++
+	body, _ := strBody(e.f.delta)
+	if c := r.hot.call; c != nil {
+		c.args = append(c.args, body...)
+		return nil
+	}
+	if m := r.hot.msg; m != nil {
+		m.content = append(m.content, body...)
+		if r.opts.MaxStateBytes > 0 && len(m.content) > r.opts.MaxStateBytes {
+			return &LimitError{Limit: "MaxStateBytes", Value: len(m.content), Max: r.opts.MaxStateBytes}
+		}
+	}
+	return nil
+}
+
+func (r *reducer) verify(e *pev) error {
 	t := e.typ
-	if r.runError && t != "RUN_STARTED" {
+	if r.runError && t != tRunStarted {
 		return r.reject("the run has already errored")
 	}
-	if r.runFinished && t != "RUN_ERROR" && t != "RUN_STARTED" {
+	if r.runFinished && t != tRunError && t != tRunStarted {
 		return r.reject("the run has already finished")
 	}
 	if !r.first {
 		r.first = true
-		if t != "RUN_STARTED" && t != "RUN_ERROR" {
+		if t != tRunStarted && t != tRunError {
 			return r.reject("first event must be RUN_STARTED")
 		}
-	} else if t == "RUN_STARTED" {
+	} else if t == tRunStarted {
 		if r.runStarted && !r.runFinished && !r.runError {
 			return r.reject("RUN_STARTED while a run is still active")
 		}
@@ -645,9 +746,9 @@ func (r *reducer) verify(e pev) error {
 	id := func(v []byte) string { s, _ := str(v); return s }
 	r.seq++
 	switch t {
-	case "RUN_STARTED":
+	case tRunStarted:
 		r.runStarted = true
-	case "TEXT_MESSAGE_START":
+	case tTextMessageStart:
 		m := id(e.f.messageID)
 		if r.openText[m] != nil {
 			return r.reject("text message %q is already open", m)
@@ -657,33 +758,33 @@ func (r *reducer) verify(e pev) error {
 			role, _ = str(e.f.role)
 		}
 		r.openText[m] = &openItem{kind: "text", id: m, seq: r.seq, role: role, name: e.f.name, subRun: e.f.subagentRunID}
-	case "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END":
+	case tTextMessageContent, tTextMessageEnd:
 		if lookupOpen(r.openText, e.f.messageID) == nil {
 			return r.reject("text message %s is not open", e.f.messageID)
 		}
-		if t == "TEXT_MESSAGE_END" {
+		if t == tTextMessageEnd {
 			delete(r.openText, id(e.f.messageID))
 		}
-	case "TOOL_CALL_START":
+	case tToolCallStart:
 		c := id(e.f.toolCallID)
 		if r.openTool[c] != nil {
 			return r.reject("tool call %q is already open", c)
 		}
 		r.openTool[c] = &openItem{kind: "tool", id: c, seq: r.seq, name: e.f.toolCallName, parent: e.f.parentMessageID, subRun: e.f.subagentRunID}
-	case "TOOL_CALL_ARGS", "TOOL_CALL_END":
+	case tToolCallArgs, tToolCallEnd:
 		if lookupOpen(r.openTool, e.f.toolCallID) == nil {
 			return r.reject("tool call %s is not open", e.f.toolCallID)
 		}
-		if t == "TOOL_CALL_END" {
+		if t == tToolCallEnd {
 			delete(r.openTool, id(e.f.toolCallID))
 		}
-	case "STEP_STARTED", "STEP_FINISHED":
+	case tStepStarted, tStepFinished:
 		owner := laneKey(e.f.subagentRunID)
 		name := id(e.f.stepName)
 		if r.steps[owner] == nil {
 			r.steps[owner] = map[string]bool{}
 		}
-		if t == "STEP_STARTED" {
+		if t == tStepStarted {
 			if r.steps[owner][name] {
 				return r.reject("step %q is already active", name)
 			}
@@ -694,32 +795,32 @@ func (r *reducer) verify(e pev) error {
 			}
 			delete(r.steps[owner], name)
 		}
-	case "REASONING_START":
+	case tReasoningStart:
 		m := id(e.f.messageID)
 		if r.openSpan[m] {
 			return r.reject("reasoning %q is already open", m)
 		}
 		r.openSpan[m] = true
-	case "REASONING_END":
+	case tReasoningEnd:
 		m := id(e.f.messageID)
 		if !r.openSpan[m] {
 			return r.reject("reasoning %q is not open", m)
 		}
 		delete(r.openSpan, m)
-	case "REASONING_MESSAGE_START":
+	case tReasoningMessageStart:
 		m := id(e.f.messageID)
 		if r.openReason[m] != nil {
 			return r.reject("reasoning message %q is already open", m)
 		}
 		r.openReason[m] = &openItem{kind: "reasoning", id: m, seq: r.seq, subRun: e.f.subagentRunID}
-	case "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END":
+	case tReasoningMessageContent, tReasoningMessageEnd:
 		if lookupOpen(r.openReason, e.f.messageID) == nil {
 			return r.reject("reasoning message %s is not open", e.f.messageID)
 		}
-		if t == "REASONING_MESSAGE_END" {
+		if t == tReasoningMessageEnd {
 			delete(r.openReason, id(e.f.messageID))
 		}
-	case "SUBAGENT_STARTED":
+	case tSubagentStarted:
 		s, ok := str(e.f.subagentRunID)
 		if !ok {
 			return r.reject("SUBAGENT_STARTED without a subagentRunId")
@@ -728,13 +829,13 @@ func (r *reducer) verify(e pev) error {
 			return r.reject("subagent %q is already active", s)
 		}
 		r.subagents[s] = true
-	case "SUBAGENT_FINISHED", "SUBAGENT_ERROR":
+	case tSubagentFinished, tSubagentError:
 		s, ok := str(e.f.subagentRunID)
 		if !ok || !r.subagents[s] {
 			return r.reject("subagent %q is not active", s)
 		}
 		delete(r.subagents, s)
-	case "RUN_FINISHED":
+	case tRunFinished:
 		for _, st := range r.steps {
 			if len(st) > 0 {
 				return r.reject("RUN_FINISHED while a step is active")
@@ -744,7 +845,7 @@ func (r *reducer) verify(e pev) error {
 			return r.reject("RUN_FINISHED while messages, tool calls, reasoning or subagents are open")
 		}
 		r.runFinished = true
-	case "RUN_ERROR":
+	case tRunError:
 		r.runError = true
 	}
 	return nil
@@ -806,10 +907,10 @@ func newTextMessage(id, role string, name, sub []byte) *message {
 	return m
 }
 
-func (r *reducer) apply(e pev) error {
+func (r *reducer) apply(e *pev) error {
 	f := &e.f
 	switch e.typ {
-	case "TEXT_MESSAGE_START", "REASONING_MESSAGE_START":
+	case tTextMessageStart, tReasoningMessageStart:
 		m := r.lookup(f.messageID)
 		if m != nil && m.role == "activity" {
 			return nil
@@ -818,7 +919,7 @@ func (r *reducer) apply(e pev) error {
 			id, _ := str(f.messageID)
 			role := "reasoning"
 			var name []byte
-			if e.typ == "TEXT_MESSAGE_START" {
+			if e.typ == tTextMessageStart {
 				role = "assistant"
 				if f.role != nil {
 					role, _ = str(f.role)
@@ -829,7 +930,7 @@ func (r *reducer) apply(e pev) error {
 			r.push(m)
 		}
 		m.mergeMetadata(f.metadata)
-	case "TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT":
+	case tTextMessageContent, tReasoningMessageContent:
 		m := r.lookup(f.messageID)
 		if m == nil || m.role == "activity" {
 			return nil
@@ -844,13 +945,13 @@ func (r *reducer) apply(e pev) error {
 		if r.opts.MaxStateBytes > 0 && len(m.content) > r.opts.MaxStateBytes {
 			return &LimitError{Limit: "MaxStateBytes", Value: len(m.content), Max: r.opts.MaxStateBytes}
 		}
-	case "TEXT_MESSAGE_END", "REASONING_MESSAGE_END":
+	case tTextMessageEnd, tReasoningMessageEnd:
 		m := r.lookup(f.messageID)
 		if m == nil || m.role == "activity" {
 			return nil
 		}
 		m.mergeMetadata(f.metadata)
-	case "TOOL_CALL_START":
+	case tToolCallStart:
 		id, _ := str(f.toolCallID)
 		if owner := r.callIdx[id]; owner != nil {
 			if tc := owner.findCall(id); tc != nil {
@@ -897,7 +998,7 @@ func (r *reducer) apply(e pev) error {
 		if _, ok := r.callIdx[id]; !ok {
 			r.callIdx[id] = target
 		}
-	case "TOOL_CALL_ARGS", "TOOL_CALL_END":
+	case tToolCallArgs, tToolCallEnd:
 		owner := lookupOpen(r.callIdx, f.toolCallID)
 		if owner == nil {
 			return nil
@@ -907,7 +1008,7 @@ func (r *reducer) apply(e pev) error {
 		if tc == nil {
 			return nil
 		}
-		if e.typ == "TOOL_CALL_ARGS" {
+		if e.typ == tToolCallArgs {
 			if !tc.hasFunc {
 				tc.hasFunc = true
 				tc.fields.set("function", nil)
@@ -920,7 +1021,7 @@ func (r *reducer) apply(e pev) error {
 			tc.args = append(tc.args, body...)
 		}
 		tc.mergeMetadata(f.metadata)
-	case "TOOL_CALL_RESULT":
+	case tToolCallResult:
 		id, _ := str(f.messageID)
 		role := []byte(`"tool"`)
 		if f.role != nil && string(f.role) != `""` && string(f.role) != "null" {
@@ -958,8 +1059,8 @@ func (r *reducer) apply(e pev) error {
 		if _, ok := r.byID[tm.id]; !ok {
 			r.reindex()
 		}
-	case "STATE_SNAPSHOT":
-		if err := r.checkDoc("STATE_SNAPSHOT", f.snapshot); err != nil {
+	case tStateSnapshot:
+		if err := r.checkDoc(tStateSnapshot, f.snapshot); err != nil {
 			return err
 		}
 		v, err := decodeJS(f.snapshot)
@@ -967,8 +1068,8 @@ func (r *reducer) apply(e pev) error {
 			return r.reject("snapshot: %v", err)
 		}
 		r.state, r.stateSet = v, true
-	case "STATE_DELTA":
-		if err := r.checkDoc("STATE_DELTA", f.delta); err != nil {
+	case tStateDelta:
+		if err := r.checkDoc(tStateDelta, f.delta); err != nil {
 			return err
 		}
 		p, err := decodeJS(f.delta)
@@ -983,13 +1084,13 @@ func (r *reducer) apply(e pev) error {
 		if err == nil {
 			r.state, r.stateSet = ns, true
 		}
-	case "MESSAGES_SNAPSHOT":
+	case tMessagesSnapshot:
 		return r.messagesSnapshot(f.messages, f.metadata)
-	case "ACTIVITY_SNAPSHOT":
+	case tActivitySnapshot:
 		return r.activitySnapshot(f)
-	case "ACTIVITY_DELTA":
+	case tActivityDelta:
 		return r.activityDelta(f)
-	case "RUN_STARTED":
+	case tRunStarted:
 		if f.input == nil {
 			return nil
 		}
@@ -1000,7 +1101,7 @@ func (r *reducer) apply(e pev) error {
 				r.push(m)
 			}
 		})
-	case "REASONING_ENCRYPTED_VALUE":
+	case tReasoningEncryptedValue:
 		eid, _ := str(f.entityID)
 		if string(f.subtype) == `"tool-call"` {
 			for _, m := range r.messages {
@@ -1024,7 +1125,7 @@ func (r *reducer) hasID(id string) bool {
 }
 
 // checkDoc enforces MaxStateBytes and MaxDepth on a state document or patch.
-func (r *reducer) checkDoc(what string, raw []byte) error {
+func (r *reducer) checkDoc(what etype, raw []byte) error {
 	if r.opts.MaxStateBytes > 0 && len(raw) > r.opts.MaxStateBytes {
 		return &LimitError{Limit: "MaxStateBytes", Value: len(raw), Max: r.opts.MaxStateBytes}
 	}
@@ -1191,7 +1292,7 @@ func (r *reducer) activityDelta(f *evf) error {
 	}
 	m := r.messages[idx]
 	m.mergeMetadata(f.metadata)
-	if err := r.checkDoc("ACTIVITY_DELTA", f.patch); err != nil {
+	if err := r.checkDoc(tActivityDelta, f.patch); err != nil {
 		return err
 	}
 	cur, _ := m.fields.get("content")
@@ -1274,7 +1375,7 @@ func (r *reducer) openItems() []*openItem {
 func Replay(events []Event) (messages json.RawMessage, state json.RawMessage, err error) {
 	r := newReducer(Options{})
 	for i, e := range events {
-		if err = r.feed(i, e); err != nil {
+		if err = r.feed(i, e, typeOf(e.Type)); err != nil {
 			break
 		}
 	}

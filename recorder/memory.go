@@ -22,16 +22,25 @@ type MemoryConfig struct {
 	MaxEventsPerRun int
 	// Now is the clock (nil: time.Now). Tests use it to drive expiry.
 	Now func() time.Time
+	// FollowQueue bounds how far a Subscription (see Follow) may fall behind: when more than
+	// FollowQueue events were appended after its position (not counting those already stored
+	// when Follow was called), Next returns ErrSlowSubscriber. Zero: DefaultFollowQueue.
+	FollowQueue int
 }
+
+// DefaultFollowQueue is the default bound of a live subscription's queue, in events
+// (MemoryConfig.FollowQueue, RedisConfig.FollowQueue).
+const DefaultFollowQueue = 4096
 
 // MemoryStore is the in-memory Store, the proxy's zero-configuration default. It keeps
 // everything in the process: a restart loses it all. It is safe for concurrent use; one mutex
-// guards all of it.
+// guards all of it. It also implements Follower (in-process notification) and Leaser.
 type MemoryStore struct {
 	cfg MemoryConfig
 
 	mu        sync.Mutex
 	closed    bool
+	done      chan struct{} // closed by Close: wakes every waiting Subscription
 	threads   map[string]*memThread
 	nextSweep time.Time
 }
@@ -48,6 +57,19 @@ type memRun struct {
 	run        Run // Gaps, LastSeq kept up to date; FirstSeq derived from events
 	events     []Event
 	checkpoint []byte // nil: none
+	trimmed    int64  // highest seq dropped by MaxEventsPerRun (0: none)
+	stop       bool   // RequestStop was called while the run was running
+	// notify is closed (and set to nil) by every change a follower waits for: an append, the
+	// run's end, its deletion. Followers create it when they find nothing to read.
+	notify chan struct{}
+}
+
+// wake releases the followers waiting on r. m.mu must be held.
+func (r *memRun) wake() {
+	if r.notify != nil {
+		close(r.notify)
+		r.notify = nil
+	}
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -55,7 +77,10 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &MemoryStore{cfg: cfg, threads: map[string]*memThread{}}
+	if cfg.FollowQueue <= 0 {
+		cfg.FollowQueue = DefaultFollowQueue
+	}
+	return &MemoryStore{cfg: cfg, threads: map[string]*memThread{}, done: make(chan struct{})}
 }
 
 // now returns the store clock at millisecond precision, the precision RedisStore keeps too.
@@ -65,7 +90,7 @@ func (m *MemoryStore) now() time.Time { return time.UnixMilli(m.cfg.Now().UnixMi
 func (m *MemoryStore) thread(id string, now time.Time) *memThread {
 	t := m.threads[id]
 	if t != nil && !t.expires.IsZero() && !now.Before(t.expires) {
-		delete(m.threads, id)
+		m.drop(id, t)
 		return nil
 	}
 	return t
@@ -85,10 +110,19 @@ func (m *MemoryStore) touch(t *memThread, now time.Time) {
 	}
 	for id, th := range m.threads {
 		if !now.Before(th.expires) {
-			delete(m.threads, id)
+			m.drop(id, th)
 		}
 	}
 	m.nextSweep = now.Add(max(m.cfg.TTL/2, time.Second))
+}
+
+// drop removes a thread and wakes the followers of its runs (they then find the run gone).
+// m.mu must be held.
+func (m *MemoryStore) drop(id string, t *memThread) {
+	delete(m.threads, id)
+	for _, r := range t.runs {
+		r.wake()
+	}
 }
 
 func (m *MemoryStore) check() error {
@@ -163,11 +197,26 @@ func (m *MemoryStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 	r := &memRun{run: Run{
 		ThreadID: run.ThreadID, RunID: run.RunID, ParentRunID: run.ParentRunID, Epoch: run.Epoch,
 		Status: StatusRunning, Route: t.route, Owner: t.owner, CreatedAt: now, UpdatedAt: now,
+		Node: run.Node, LeaseUntil: leaseTime(run.LeaseUntil),
 	}}
 	t.runs = append(t.runs, r)
 	t.byID[run.RunID] = r
 	m.touch(t, now)
 	return prev, nil
+}
+
+// after returns the index of r's first stored event with seq > seq.
+func (r *memRun) after(seq int64) int {
+	i, _ := slices.BinarySearchFunc(r.events, seq+1, func(e Event, seq int64) int {
+		switch {
+		case e.Seq < seq:
+			return -1
+		case e.Seq > seq:
+			return 1
+		}
+		return 0
+	})
+	return i
 }
 
 func (t *memThread) info(id string) Thread {
@@ -199,6 +248,7 @@ func (m *MemoryStore) DeleteRun(ctx context.Context, threadID, runID string) err
 	}
 	delete(t.byID, runID)
 	t.runs = slices.DeleteFunc(t.runs, func(x *memRun) bool { return x == r })
+	r.wake()
 	if len(t.runs) == 0 {
 		delete(m.threads, threadID)
 		return nil
@@ -272,10 +322,12 @@ func (m *MemoryStore) appendBatch(b Batch, now time.Time) {
 	if keep := m.cfg.MaxEventsPerRun; keep > 0 && len(r.events) > keep {
 		// Reslicing is O(1); the dropped head is released when a later append outgrows the
 		// (now smaller) capacity and copies the kept tail to a new array.
+		r.trimmed = r.events[len(r.events)-keep-1].Seq
 		clear(r.events[:len(r.events)-keep])
 		r.events = r.events[len(r.events)-keep:]
 	}
 	r.run.UpdatedAt = now
+	r.wake()
 	m.touch(t, now)
 }
 
@@ -298,6 +350,7 @@ func (m *MemoryStore) FinishRun(ctx context.Context, threadID, runID string, sta
 	if lastSeq > r.run.LastSeq {
 		r.run.Gaps = addGap(r.run.Gaps, r.run.LastSeq+1, lastSeq)
 	}
+	r.wake()
 	m.touch(m.threads[threadID], now)
 	return nil
 }
@@ -394,16 +447,7 @@ func (m *MemoryStore) Events(ctx context.Context, threadID, runID string, afterS
 	if err != nil {
 		return nil, fmt.Errorf("events of run %q in thread %q: %w", runID, threadID, ErrRunNotFound)
 	}
-	i, _ := slices.BinarySearchFunc(r.events, afterSeq+1, func(e Event, seq int64) int {
-		switch {
-		case e.Seq < seq:
-			return -1
-		case e.Seq > seq:
-			return 1
-		}
-		return 0
-	})
-	evs := r.events[i:]
+	evs := r.events[r.after(afterSeq):]
 	if limit > 0 && len(evs) > limit {
 		evs = evs[:limit]
 	}
@@ -462,6 +506,9 @@ func (m *MemoryStore) Ping(ctx context.Context) error {
 func (m *MemoryStore) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.closed {
+		close(m.done)
+	}
 	m.closed = true
 	m.threads = nil
 	return nil

@@ -11,7 +11,7 @@ import (
 
 func TestMemoryStore(t *testing.T) {
 	recordertest.Run(t, func(t *testing.T) recorder.Store {
-		return recorder.NewMemoryStore(recorder.MemoryConfig{MaxEventsPerRun: recordertest.MaxEventsPerRun})
+		return recorder.NewMemoryStore(recorder.MemoryConfig{MaxEventsPerRun: recordertest.MaxEventsPerRun, FollowQueue: recordertest.FollowQueue})
 	})
 }
 

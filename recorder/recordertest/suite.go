@@ -62,6 +62,8 @@ func Run(t *testing.T, newStore func(t *testing.T) recorder.Store) {
 			tc.fn(t, s)
 		})
 	}
+	t.Run("Follow", func(t *testing.T) { runFollow(t, newStore) })
+	t.Run("Lease", func(t *testing.T) { runLease(t, newStore) })
 }
 
 // newRun returns a run with a fresh epoch.

@@ -48,9 +48,17 @@ func BenchmarkCompact(b *testing.B) {
 			var outLen, events int
 			var out bytes.Buffer
 			for b.Loop() {
-				lines := bytes.Split(bytes.TrimSpace(in), []byte("\n"))
-				evs := make([]Event, 0, len(lines))
-				for _, l := range lines {
+				evs := make([]Event, 0, bytes.Count(in, []byte("\n"))+1)
+				for rest := in; len(rest) > 0; {
+					l := rest
+					if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+						l, rest = rest[:i], rest[i+1:]
+					} else {
+						rest = nil
+					}
+					if len(l) == 0 {
+						continue
+					}
 					e, err := ParseEvent(l)
 					if err != nil {
 						b.Fatal(err)

@@ -173,7 +173,8 @@ func joinBytes(a string, b []byte, c string) []byte {
 }
 
 func (r *reducer) messagesSnapshotEvent() Event {
-	return mustEvent("MESSAGES_SNAPSHOT", joinBytes(`{"type":"MESSAGES_SNAPSHOT","messages":`, r.messagesJSON(), `}`))
+	b := r.appendMessages([]byte(`{"type":"MESSAGES_SNAPSHOT","messages":`))
+	return mustEvent("MESSAGES_SNAPSHOT", append(b, '}'))
 }
 
 // reopen re-opens everything still streaming at the cut. START-opened items come first; if

@@ -2,9 +2,11 @@ package compact
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 )
 
@@ -51,6 +53,9 @@ func ParseEvent(data []byte) (Event, error) {
 	if len(t) < 2 || t[0] != '"' {
 		return Event{}, &ParseError{Err: ErrMissingType}
 	}
+	if c := typeOfBytes(t[1 : len(t)-1]); c != tUnknown {
+		return Event{Type: typeNames[c], Raw: data}, nil // a known name has no escapes
+	}
 	s, ok := jsonString(t)
 	if !ok {
 		return Event{}, &ParseError{Err: ErrMissingType}
@@ -86,6 +91,17 @@ func skipWS(b []byte, i int) int {
 // skipped pairwise, as in valid JSON).
 func skipString(b []byte, i int) int {
 	for i++; i < len(b); {
+		for i+8 <= len(b) {
+			m := specialBytes(binary.LittleEndian.Uint64(b[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		switch strByte[b[i]] {
 		case 1:
 			return i + 1
@@ -243,7 +259,22 @@ func strBody(raw []byte) ([]byte, bool) {
 
 // quote returns s as a JSON string without HTML escaping. Invalid UTF-8 becomes U+FFFD
 // written literally (as JSON.parse + JSON.stringify would give), so quoting is idempotent.
-func quote(s string) []byte {
+func quote(s string) []byte { return appendQuote(nil, s) }
+
+// appendQuote appends quote(s) to dst. Plain printable ASCII (the usual id, key or role) is
+// copied between quotes directly; anything else goes through encoding/json.
+func appendQuote(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return append(dst, slowQuote(s)...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+func slowQuote(s string) []byte {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

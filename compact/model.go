@@ -77,7 +77,7 @@ func writeObj(b *bytes.Buffer, o obj, special func(k string, b *bytes.Buffer)) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(quote(e.k))
+		b.Write(appendQuote(b.AvailableBuffer(), e.k))
 		b.WriteByte(':')
 		if e.v == nil {
 			special(e.k, b)

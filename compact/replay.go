@@ -1326,14 +1326,24 @@ func (r *reducer) activityDelta(f *evf) error {
 }
 
 // messagesJSON renders the message list.
-func (r *reducer) messagesJSON() []byte {
-	var b bytes.Buffer
+func (r *reducer) messagesJSON() []byte { return r.appendMessages(nil) }
+
+// appendMessages appends the message list to dst, growing dst once to about the final size.
+func (r *reducer) appendMessages(dst []byte) []byte {
+	n := 2
+	for _, m := range r.messages {
+		n += 96 + len(m.content)
+		for _, t := range m.toolCalls {
+			n += 96 + len(t.args)
+		}
+	}
+	b := bytes.NewBuffer(slices.Grow(dst, n))
 	b.WriteByte('[')
 	for i, m := range r.messages {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		m.write(&b)
+		m.write(b)
 	}
 	b.WriteByte(']')
 	return b.Bytes()

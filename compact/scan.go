@@ -1,5 +1,10 @@
 package compact
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // One-pass validation of an event's JSON. ParseEvent used to run json.Valid and then scan the
 // object a second time for "type"; validEvent does both in one pass and accepts exactly what
 // json.Valid accepts (FuzzValidEvent checks that against encoding/json), so ParseEvent's
@@ -18,6 +23,27 @@ var strByte = func() (t [256]uint8) {
 	t['\\'] = 2
 	return t
 }()
+
+// Word-at-a-time string scanning: specialBytes flags, in the high bit of each byte lane, the
+// bytes of x that end a run of ordinary string bytes ('"' and '\\'). Only the lowest flag is
+// exact (borrows can set flags above it), and that is all the scanners use.
+const (
+	lows  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+func specialBytes(x uint64) uint64 {
+	q := x ^ ('"' * lows)
+	bs := x ^ ('\\' * lows)
+	return ((q-lows)&^q | (bs-lows)&^bs) & highs
+}
+
+// specialOrControl is specialBytes plus the bytes below 0x20.
+func specialOrControl(x uint64) uint64 {
+	q := x ^ ('"' * lows)
+	bs := x ^ ('\\' * lows)
+	return ((q-lows)&^q | (bs-lows)&^bs | (x-0x20*lows)&^x) & highs
+}
 
 // isJSONSpace reports JSON whitespace (the only kind json.Valid skips).
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
@@ -78,6 +104,17 @@ func scanLiteral(b []byte, i int, lit string) (int, bool) {
 func scanString(b []byte, i int) (int, bool) {
 	i++
 	for i < len(b) {
+		for i+8 <= len(b) {
+			m := specialOrControl(binary.LittleEndian.Uint64(b[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		switch strByte[b[i]] {
 		case 0:
 			i++
@@ -204,7 +241,7 @@ func scanObject(b []byte, i, depth int, wantType bool) (int, []byte, bool) {
 		if i, ok = scanValue(b, vs, depth); !ok {
 			return i, nil, false
 		}
-		if wantType && (string(key) == "type" || (len(key) > 4 && keyIs(key, "type"))) {
+		if wantType && (string(key) == "type" || (len(key) > 4 && (key[0] == 't' || key[0] == '\\') && keyIs(key, "type"))) {
 			typ = b[vs:i]
 		}
 		i = skipWS(b, i)

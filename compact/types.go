@@ -78,74 +78,46 @@ var typeNames = [...]string{
 	tCustom:                  "CUSTOM",
 }
 
-// typeOf returns the etype of a type name (tUnknown for types outside AG-UI 1.0).
+// typeOf returns the etype of a type name (tUnknown for types outside AG-UI 1.0): one table
+// probe and one string comparison, through a hash that is collision-free on the 31 names
+// (typeTable's initializer checks it).
 func typeOf(t string) etype {
-	switch t {
-	case "RUN_STARTED":
-		return tRunStarted
-	case "RUN_FINISHED":
-		return tRunFinished
-	case "RUN_ERROR":
-		return tRunError
-	case "STEP_STARTED":
-		return tStepStarted
-	case "STEP_FINISHED":
-		return tStepFinished
-	case "TEXT_MESSAGE_START":
-		return tTextMessageStart
-	case "TEXT_MESSAGE_CONTENT":
-		return tTextMessageContent
-	case "TEXT_MESSAGE_END":
-		return tTextMessageEnd
-	case "TEXT_MESSAGE_CHUNK":
-		return tTextMessageChunk
-	case "TOOL_CALL_START":
-		return tToolCallStart
-	case "TOOL_CALL_ARGS":
-		return tToolCallArgs
-	case "TOOL_CALL_END":
-		return tToolCallEnd
-	case "TOOL_CALL_CHUNK":
-		return tToolCallChunk
-	case "TOOL_CALL_RESULT":
-		return tToolCallResult
-	case "STATE_SNAPSHOT":
-		return tStateSnapshot
-	case "STATE_DELTA":
-		return tStateDelta
-	case "MESSAGES_SNAPSHOT":
-		return tMessagesSnapshot
-	case "ACTIVITY_SNAPSHOT":
-		return tActivitySnapshot
-	case "ACTIVITY_DELTA":
-		return tActivityDelta
-	case "REASONING_START":
-		return tReasoningStart
-	case "REASONING_MESSAGE_START":
-		return tReasoningMessageStart
-	case "REASONING_MESSAGE_CONTENT":
-		return tReasoningMessageContent
-	case "REASONING_MESSAGE_END":
-		return tReasoningMessageEnd
-	case "REASONING_MESSAGE_CHUNK":
-		return tReasoningMessageChunk
-	case "REASONING_END":
-		return tReasoningEnd
-	case "REASONING_ENCRYPTED_VALUE":
-		return tReasoningEncryptedValue
-	case "SUBAGENT_STARTED":
-		return tSubagentStarted
-	case "SUBAGENT_FINISHED":
-		return tSubagentFinished
-	case "SUBAGENT_ERROR":
-		return tSubagentError
-	case "RAW":
-		return tRaw
-	case "CUSTOM":
-		return tCustom
+	if len(t) < 3 {
+		return tUnknown
 	}
-	return tUnknown
+	c := typeTable[typeHash(t)]
+	if typeNames[c] != t {
+		return tUnknown
+	}
+	return c
 }
+
+// typeOfBytes is typeOf for the body of a raw JSON string.
+func typeOfBytes(t []byte) etype {
+	if len(t) < 3 {
+		return tUnknown
+	}
+	c := typeTable[uint8(len(t)*8+int(t[2])+int(t[len(t)-2])*3)&127]
+	if typeNames[c] != string(t) {
+		return tUnknown
+	}
+	return c
+}
+
+func typeHash(t string) uint8 {
+	return uint8(len(t)*8+int(t[2])+int(t[len(t)-2])*3) & 127
+}
+
+var typeTable = func() (tab [128]etype) {
+	for c := tUnknown + 1; c < numTypes; c++ {
+		h := typeHash(typeNames[c])
+		if tab[h] != tUnknown {
+			panic("compact: typeHash collides on " + typeNames[c])
+		}
+		tab[h] = c
+	}
+	return tab
+}()
 
 // String returns the wire name.
 func (t etype) String() string { return typeNames[t] }

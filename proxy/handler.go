@@ -428,6 +428,9 @@ func (h *Handler) renewLeases() {
 // checkpoint stores the compacted branch of an ended run so the next prelude is cheap. It
 // waits (bounded) for the run's events to be stored first.
 func (h *Handler) checkpoint(meta recorder.Run) {
+	if h.cfg.DisableRecording {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.writer.Flush(ctx); err != nil {

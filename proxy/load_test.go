@@ -32,7 +32,9 @@ func TestNoCutStreamsUnderLoad(t *testing.T) {
 				res.Body.Close()
 				if err != nil || res.StatusCode != 200 || !bytes.Contains(body, []byte(`"RUN_FINISHED"`)) {
 					cut.Add(1)
-					firstErr.Do(func() { t.Errorf("run %d: status %d, err %v, %d bytes without RUN_FINISHED", i, res.StatusCode, err, len(body)) })
+					firstErr.Do(func() {
+						t.Errorf("run %d: status %d, err %v, %d bytes without RUN_FINISHED", i, res.StatusCode, err, len(body))
+					})
 				}
 			}
 		})

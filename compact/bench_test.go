@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchThread returns an NDJSON text-heavy thread of about n events: runs of a user turn,
@@ -34,6 +36,15 @@ func benchThread(n int) []byte {
 	return b.Bytes()
 }
 
+// cpuTime returns the user plus system CPU time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkCompact measures bytes in -> bytes out: split NDJSON, ParseEvent each line,
 // Compact, and write the output as NDJSON. The input is also written to
 // $TMPDIR/agui-compact-bench-<n>.ndjson for e2e/compact-bench.mjs (the official
@@ -47,6 +58,7 @@ func BenchmarkCompact(b *testing.B) {
 			b.ReportAllocs()
 			var outLen, events int
 			var out bytes.Buffer
+			cpu0 := cpuTime()
 			for b.Loop() {
 				evs := make([]Event, 0, bytes.Count(in, []byte("\n"))+1)
 				for rest := in; len(rest) > 0; {
@@ -77,6 +89,11 @@ func BenchmarkCompact(b *testing.B) {
 				outLen, events = out.Len(), len(evs)
 			}
 			b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			// CPU time of the whole process (GC included), steadier than wall time on a
+			// shared machine; compact-bench.mjs reports the same for node.
+			if cpu := cpuTime() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(events)*float64(b.N)/cpu.Seconds(), "events/cpu-s")
+			}
 			b.ReportMetric(float64(outLen)/float64(len(in)), "out/in")
 		})
 	}

@@ -2,11 +2,9 @@ package compact
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
 	"strings"
 )
 
@@ -42,7 +40,9 @@ func (e *ParseError) Unwrap() error { return e.Err }
 // It returns a *ParseError wrapping ErrInvalidJSON for anything that is not a single JSON
 // object, and ErrMissingType for an object whose "type" is absent or not a string.
 func ParseEvent(data []byte) (Event, error) {
-	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' || data[len(data)-1] != '}' {
+		data = bytes.TrimSpace(data)
+	}
 	if len(data) == 0 || data[0] != '{' {
 		return Event{}, &ParseError{Err: ErrInvalidJSON}
 	}
@@ -90,28 +90,15 @@ func skipWS(b []byte, i int) int {
 // skipString returns the index just past the string whose opening quote is b[i] (escapes are
 // skipped pairwise, as in valid JSON).
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); {
-		for i+8 <= len(b) {
-			m := specialBytes(binary.LittleEndian.Uint64(b[i:]))
-			if m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+	for i++; ; i += 2 {
+		i = nextSpecial(b, i, false)
 		if i >= len(b) {
-			break
+			return len(b)
 		}
-		switch strByte[b[i]] {
-		case 1:
+		if b[i] == '"' {
 			return i + 1
-		case 2:
-			i += 2
-		default:
-			i++
 		}
 	}
-	return len(b)
 }
 
 // skipValue returns the index just past the JSON value starting at b[i] (i at a non-space).

@@ -49,42 +49,110 @@ type evf struct {
 }
 
 // scanFields fills f from the top-level members of the event object raw (already validated),
-// the last duplicate winning as in JSON.parse.
+// the last duplicate winning as in JSON.parse. Known keys are matched in place (match), so the
+// common event costs one pass over its values; other keys are skipped and decoded (slot).
 func scanFields(raw []byte, f *evf) {
 	i := skipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return
 	}
 	i++
-	for {
-		i = skipWS(raw, i)
-		if i >= len(raw) || raw[i] == '}' {
+	for i < len(raw) {
+		switch c := raw[i]; {
+		case c == '}':
 			return
-		}
-		if raw[i] == ',' {
+		case c == ',' || isJSONSpace(c):
 			i++
 			continue
-		}
-		if raw[i] != '"' {
+		case c != '"':
 			return // not an object member: Raw did not come from ParseEvent
 		}
-		ks := i
-		i = skipString(raw, i)
-		if i < ks+2 {
-			return
+		dst, n := f.match(raw[i+1:])
+		if n > 0 {
+			i += n + 2
+		} else {
+			ks := i
+			i = skipString(raw, i)
+			if i < ks+2 {
+				return
+			}
+			dst = f.slot(raw[ks+1 : i-1])
 		}
-		key := raw[ks+1 : i-1]
-		i = skipWS(raw, i)
+		if i < len(raw) && raw[i] != ':' {
+			i = skipWS(raw, i)
+		}
 		if i < len(raw) && raw[i] == ':' {
 			i++
 		}
-		i = skipWS(raw, i)
+		if i < len(raw) && isJSONSpace(raw[i]) {
+			i = skipWS(raw, i)
+		}
 		vs := i
-		i = skipValue(raw, i)
-		if dst := f.slot(key); dst != nil {
+		if i < len(raw) && raw[i] == '"' {
+			i = skipString(raw, i)
+		} else {
+			i = skipValue(raw, i)
+		}
+		if dst != nil {
 			*dst = raw[vs:i]
 		}
 	}
+}
+
+// match recognizes an unescaped known key at the start of b (just past its opening quote)
+// and returns its field (nil for "type") and length; n is 0 when b starts with another key.
+func (f *evf) match(b []byte) (dst *[]byte, n int) {
+	is := func(name string) bool {
+		return len(b) > len(name) && b[len(name)] == '"' && string(b[:len(name)]) == name
+	}
+	if len(b) == 0 {
+		return nil, 0
+	}
+	switch b[0] {
+	case 't':
+		switch {
+		case is("type"):
+			return nil, 4
+		case is("toolCallId"):
+			return &f.toolCallID, 10
+		case is("toolCallName"):
+			return &f.toolCallName, 12
+		}
+	case 'm':
+		switch {
+		case is("messageId"):
+			return &f.messageID, 9
+		case is("metadata"):
+			return &f.metadata, 8
+		case is("messages"):
+			return &f.messages, 8
+		}
+	case 'd':
+		if is("delta") {
+			return &f.delta, 5
+		}
+	case 'r':
+		if is("role") {
+			return &f.role, 4
+		}
+	case 'n':
+		if is("name") {
+			return &f.name, 4
+		}
+	case 's':
+		if is("subagentRunId") {
+			return &f.subagentRunID, 13
+		}
+	case 'c':
+		if is("content") {
+			return &f.content, 7
+		}
+	case 'p':
+		if is("parentMessageId") {
+			return &f.parentMessageID, 15
+		}
+	}
+	return nil, 0
 }
 
 // slot returns the field of f that a top-level member key (raw, still escaped) fills, or nil.
@@ -704,11 +772,11 @@ func (r *reducer) hotDelta(e *pev) error {
 	r.seq++
 	body, _ := strBody(e.f.delta)
 	if c := r.hot.call; c != nil {
-		c.args = append(c.args, body...)
+		c.args = appendDelta(c.args, body)
 		return nil
 	}
 	if m := r.hot.msg; m != nil {
-		m.content = append(m.content, body...)
+		m.content = appendDelta(m.content, body)
 		if r.opts.MaxStateBytes > 0 && len(m.content) > r.opts.MaxStateBytes {
 			return &LimitError{Limit: "MaxStateBytes", Value: len(m.content), Max: r.opts.MaxStateBytes}
 		}
@@ -940,7 +1008,7 @@ func (r *reducer) apply(e *pev) error {
 			m.fields.set("content", nil)
 		}
 		body, _ := strBody(f.delta)
-		m.content = append(m.content, body...)
+		m.content = appendDelta(m.content, body)
 		m.mergeMetadata(f.metadata)
 		if r.opts.MaxStateBytes > 0 && len(m.content) > r.opts.MaxStateBytes {
 			return &LimitError{Limit: "MaxStateBytes", Value: len(m.content), Max: r.opts.MaxStateBytes}
@@ -1018,7 +1086,7 @@ func (r *reducer) apply(e *pev) error {
 				tc.fn.set("arguments", nil)
 			}
 			body, _ := strBody(f.delta)
-			tc.args = append(tc.args, body...)
+			tc.args = appendDelta(tc.args, body)
 		}
 		tc.mergeMetadata(f.metadata)
 	case tToolCallResult:
@@ -1394,4 +1462,14 @@ func Replay(events []Event) (messages json.RawMessage, state json.RawMessage, er
 		err = serr
 	}
 	return r.messagesJSON(), st, err
+}
+
+// appendDelta appends a delta's escaped string body to streamed content. Content starts with
+// room for a few hundred bytes, so a message streamed in small deltas grows a handful of times
+// rather than at every power of two from 8.
+func appendDelta(dst, body []byte) []byte {
+	if cap(dst) == 0 {
+		dst = make([]byte, 0, max(256, 2*len(body)))
+	}
+	return append(dst, body...)
 }

@@ -103,24 +103,15 @@ func scanLiteral(b []byte, i int, lit string) (int, bool) {
 // any other byte (invalid UTF-8 included) through.
 func scanString(b []byte, i int) (int, bool) {
 	i++
-	for i < len(b) {
-		for i+8 <= len(b) {
-			m := specialOrControl(binary.LittleEndian.Uint64(b[i:]))
-			if m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+	for {
+		i = nextSpecial(b, i, true)
 		if i >= len(b) {
-			break
+			return i, false
 		}
-		switch strByte[b[i]] {
-		case 0:
-			i++
-		case 1:
+		switch b[i] {
+		case '"':
 			return i + 1, true
-		case 2:
+		case '\\':
 			if i+1 >= len(b) {
 				return i, false
 			}
@@ -139,7 +130,45 @@ func scanString(b []byte, i int) (int, bool) {
 			return i, false
 		}
 	}
-	return i, false
+}
+
+// nextSpecial returns the index of the first '"' or '\\' (or, with ctl, control byte) at or
+// after i, or len(b), eight bytes at a time. The last partial word is read as the word ending
+// at len(b), shifted so that the bytes before i drop out; the zero bytes shifted in lie past
+// len(b).
+func nextSpecial(b []byte, i int, ctl bool) int {
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		m := specialBytes(x)
+		if ctl {
+			m = specialOrControl(x)
+		}
+		if m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	if i >= len(b) {
+		return len(b)
+	}
+	if len(b) < 8 {
+		for ; i < len(b); i++ {
+			if c := b[i]; c == '"' || c == '\\' || (ctl && c < 0x20) {
+				return i
+			}
+		}
+		return i
+	}
+	x := binary.LittleEndian.Uint64(b[len(b)-8:]) >> (uint(8-(len(b)-i)) * 8)
+	m := specialBytes(x)
+	if ctl {
+		m = specialOrControl(x)
+	}
+	if m != 0 {
+		if j := i + bits.TrailingZeros64(m)>>3; j < len(b) {
+			return j
+		}
+	}
+	return len(b)
 }
 
 func isHex(c byte) bool {

@@ -8,6 +8,7 @@
 -- ARGV[5] route   ARGV[6] now ms   ARGV[7] TTL ms (0: keep)
 -- ARGV[8] key base <prefix>:{<threadId>}: (the TTL refresh reaches every run of the thread;
 --         keys are formed exactly as recorder.key forms them: base .. kind .. ':' .. runId)
+-- ARGV[9] node pumping the run ('' for none)   ARGV[10] its lease expiry ms (0 for none)
 --
 -- Owner and route are written together with the first run (HSETNX semantics: the script is
 -- atomic, so of two concurrent first POSTs by different identities only one can win).
@@ -43,7 +44,7 @@ else
 end
 redis.call('HSET', KEYS[3], 'epoch', ARGV[3], 'parent', ARGV[2], 'status', 'running',
   'detail', '', 'route', ARGV[5], 'owner', ARGV[4], 'created', ARGV[6], 'updated', ARGV[6],
-  'last', 0, 'gaps', '')
+  'last', 0, 'gaps', '', 'node', ARGV[9], 'lease', ARGV[10])
 redis.call('RPUSH', KEYS[2], ARGV[1])
 local ttl = tonumber(ARGV[7])
 if ttl > 0 then

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,12 +29,18 @@ var (
 	deleteRunLua string
 	//go:embed put_checkpoint.lua
 	putCheckpointLua string
+	//go:embed lease.lua
+	leaseLua string
+	//go:embed stop.lua
+	stopLua string
 
 	createRunScript     = redis.NewScript(createRunLua)
 	appendScript        = redis.NewScript(appendLua)
 	finishRunScript     = redis.NewScript(finishRunLua)
 	deleteRunScript     = redis.NewScript(deleteRunLua)
 	putCheckpointScript = redis.NewScript(putCheckpointLua)
+	leaseScript         = redis.NewScript(leaseLua)
+	stopScript          = redis.NewScript(stopLua)
 )
 
 // Connection defaults of a RedisStore (see RedisConfig.Options).
@@ -81,13 +88,22 @@ type RedisConfig struct {
 	Options *redis.Options
 	// Logger receives warnings (data loss detected, configuration risks). Nil: discard.
 	Logger *slog.Logger
+	// FollowQueue bounds each live Subscription's queue (see Follow): events the store's tail
+	// goroutine handed over and the subscriber has not read yet. Overflow ends the
+	// subscription with ErrSlowSubscriber. Zero: DefaultFollowQueue.
+	FollowQueue int
+	// FollowBlock is how long the tail goroutine's XREAD blocks, and how long a followed run
+	// stays quiet before its status is read to notice its end. Zero, or more than
+	// DefaultFollowBlock: DefaultFollowBlock.
+	FollowBlock time.Duration
 }
 
 // RedisStore is the Store on Redis (Streams for events, hashes and lists for metadata). All
 // multi-key writes are Lua scripts, so each is atomic; see the package documentation for the
 // key layout. It holds two connection pools: one used only by Append and FinishRun (the
 // recorder's path), one for everything else, so a storm of reads cannot starve recording.
-// It is safe for concurrent use and starts no goroutine of its own (go-redis pools may).
+// It is safe for concurrent use. It implements Follower with one tail goroutine and a third,
+// small pool of its own, both started by the first Follow and stopped by Close.
 type RedisStore struct {
 	prefix  string
 	ttlMs   int64
@@ -96,6 +112,12 @@ type RedisStore struct {
 	log     *slog.Logger
 	closed  atomic.Bool
 	nowFunc func() time.Time
+
+	followQueue int
+	followBlock time.Duration
+	tailOpts    redis.Options // the tail client's options (see newTailer)
+	tailMu      sync.Mutex    // guards tail's creation and Close
+	tail        *tailer       // nil until the first Follow
 }
 
 // NewRedisStore connects to Redis and checks it answers PING.
@@ -109,9 +131,9 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
 	if cfg.TTL < 0 || cfg.MaxEventsPerRun < 0 {
 		return nil, fmt.Errorf("recorder: negative TTL %v or MaxEventsPerRun %d", cfg.TTL, cfg.MaxEventsPerRun)
 	}
-	var wo, ro redis.Options
+	var wo, ro, to redis.Options
 	if cfg.Options != nil {
-		wo, ro = *cfg.Options, *cfg.Options
+		wo, ro, to = *cfg.Options, *cfg.Options, *cfg.Options
 	} else {
 		if cfg.URL == "" {
 			return nil, errors.New("recorder: RedisConfig needs a URL or Options")
@@ -127,7 +149,7 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
 		o.PoolTimeout = DefaultRedisPoolTimeout
 		o.ContextTimeoutEnabled = true
 		o.MinIdleConns = 1
-		wo, ro = *o, *o
+		wo, ro, to = *o, *o, *o
 		// go-redis keeps pipelines (Append, the reads) in a dedicated pool next to the main
 		// one; both are bounded, so each client holds at most PoolSize + PipelinePoolSize.
 		wo.PoolSize, wo.MaxActiveConns, wo.PipelinePoolSize = DefaultRedisWritePoolSize, DefaultRedisWritePoolSize, DefaultRedisWritePoolSize
@@ -145,6 +167,16 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
 		r:       redis.NewClient(&ro),
 		log:     log,
 		nowFunc: time.Now,
+
+		followQueue: cfg.FollowQueue,
+		followBlock: cfg.FollowBlock,
+		tailOpts:    tailOptions(to),
+	}
+	if s.followQueue <= 0 {
+		s.followQueue = DefaultFollowQueue
+	}
+	if s.followBlock <= 0 || s.followBlock > DefaultFollowBlock {
+		s.followBlock = DefaultFollowBlock
 	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
@@ -224,7 +256,8 @@ func (s *RedisStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 		parentKey = key(s.prefix, run.ThreadID, kindRun, run.ParentRunID)
 	}
 	res, err := createRunScript.Run(ctx, s.r, []string{k.thread, k.runs, k.run, parentKey},
-		run.RunID, run.ParentRunID, run.Epoch, run.Owner, run.Route, s.nowMs(), s.ttlMs, k.base).Slice()
+		run.RunID, run.ParentRunID, run.Epoch, run.Owner, run.Route, s.nowMs(), s.ttlMs, k.base,
+		run.Node, leaseMs(run.LeaseUntil)).Slice()
 	if err != nil {
 		return Thread{}, scriptError(err, fmt.Sprintf("creating run %q in thread %q", run.RunID, run.ThreadID))
 	}
@@ -420,6 +453,7 @@ func (rr runRead) decode(threadID, runID string) (Run, bool, error) {
 		ThreadID: threadID, RunID: runID, ParentRunID: m["parent"], Epoch: m["epoch"],
 		Status: RunStatus(m["status"]), Detail: m["detail"], Route: m["route"], Owner: m["owner"],
 		CreatedAt: msTime(m["created"]), UpdatedAt: msTime(m["updated"]), LastSeq: last, Gaps: gaps,
+		Node: m["node"], LeaseUntil: msTime(m["lease"]),
 	}
 	if first := rr.first.Val(); len(first) > 0 {
 		r.FirstSeq, _ = streamSeq(first[0].ID)
@@ -619,12 +653,20 @@ func (s *RedisStore) PoolStats() (writer, reader *redis.PoolStats) {
 	return s.w.PoolStats(), s.r.PoolStats()
 }
 
-// Close implements Store: it closes both pools. Later calls return ErrClosed.
+// Close implements Store: it stops the tail goroutine (its followers get ErrClosed) and
+// closes the pools. Later calls return ErrClosed.
 func (s *RedisStore) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	return errors.Join(s.w.Close(), s.r.Close())
+	s.tailMu.Lock()
+	t := s.tail
+	s.tailMu.Unlock()
+	var err error
+	if t != nil {
+		err = t.close()
+	}
+	return errors.Join(err, s.w.Close(), s.r.Close())
 }
 
 var _ Store = (*RedisStore)(nil)

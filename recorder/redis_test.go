@@ -35,7 +35,7 @@ func newRedisStore(t testing.TB, cfg recorder.RedisConfig) *recorder.RedisStore 
 func TestRedisStore(t *testing.T) {
 	srv := redistest.Start(t)
 	recordertest.Run(t, func(t *testing.T) recorder.Store {
-		return newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix(), MaxEventsPerRun: recordertest.MaxEventsPerRun})
+		return newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix(), MaxEventsPerRun: recordertest.MaxEventsPerRun, FollowQueue: recordertest.FollowQueue})
 	})
 }
 

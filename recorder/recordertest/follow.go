@@ -308,13 +308,24 @@ func testFollowSubscriptionClose(t *testing.T, s recorder.Store, f recorder.Foll
 
 // testFollowSlow: a follower that reads nothing while more than FollowQueue events are
 // appended gets a gap-free prefix, then ErrSlowSubscriber; it may follow again from there.
+// A second follower, read after each batch, paces the appends: once it has an event, every
+// follower of the run was offered it (a store may hand events over asynchronously).
 func testFollowSlow(t *testing.T, s recorder.Store, f recorder.Follower) {
-	const total = FollowQueue + 40 // below MaxEventsPerRun: nothing is trimmed
+	const total, batch = FollowQueue + 40, 20 // below MaxEventsPerRun: nothing is trimmed
 	r := newRun("t1", "r1")
 	mustCreate(t, s, r)
 	sub := mustFollow(t, f, "t1", "r1", 0)
-	if err := appendInBatches(s, r, 1, total, 20, false); err != nil {
-		t.Fatal(err)
+	pacer := mustFollow(t, f, "t1", "r1", 0)
+	for from := int64(1); from <= total; from += batch {
+		to := min(from+batch-1, total)
+		if err := appendInBatches(s, r, from, to, batch, false); err != nil {
+			t.Fatal(err)
+		}
+		got, err := drainN(pacer, int(to-from+1))
+		if err != nil {
+			t.Fatalf("pacing follower: Next after %d events of batch %d..%d = %v", len(got), from, to, err)
+		}
+		checkEvents(t, got, events(r, from, to))
 	}
 	got, err := drain(sub)
 	if !errors.Is(err, recorder.ErrSlowSubscriber) {

@@ -105,10 +105,10 @@ func Compact(events []Event, opts Options) ([]Event, error) {
 	var runs []*run
 	for i := range events {
 		e := events[i]
-		if opts.ephemeral(e.Type) {
-			continue
-		}
 		t := typeOf(e.Type)
+		if (t == tUnknown || opts.Ephemeral != nil) && opts.ephemeral(e.Type) {
+			continue // (the default policy keeps every AG-UI 1.0 type)
+		}
 		if err := r.feed(i, e, t); err != nil {
 			return nil, err
 		}

@@ -308,6 +308,9 @@ func compactJSON(raw []byte) []byte {
 // decodeJS decodes raw the way JSON.parse would for our purposes: numbers become float64,
 // the last duplicate key wins.
 func decodeJS(raw []byte) (any, error) {
+	if v, ok := fastDecode(raw); ok {
+		return v, nil
+	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, fmt.Errorf("decoding %d bytes: %w", len(raw), err)

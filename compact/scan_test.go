@@ -3,6 +3,7 @@ package compact
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -114,4 +115,20 @@ func TestAppendQuote(t *testing.T) {
 			t.Errorf("appendQuote(pre, %q) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// FuzzDecodeJS checks decodeJS's fast decoder against json.Unmarshal: both succeed with the
+// same value, or both fail.
+func FuzzDecodeJS(f *testing.F) {
+	f.Add([]byte(`[{"op":"add","path":"/log/-","value":"m0"}]`))
+	f.Add([]byte(`{"a":[],"b":{},"c":[1,-2.5e3,true,false,null],"a":"dup","é":"\u00e9"}`))
+	f.Add([]byte(`{"n":1e400,"s":"a\"b","x":"\xff"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want any
+		werr := json.Unmarshal(data, &want)
+		got, gerr := decodeJS(data)
+		if (werr == nil) != (gerr == nil) || (werr == nil && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("decodeJS(%q) = %#v, %v, want %#v, %v", data, got, gerr, want, werr)
+		}
+	})
 }

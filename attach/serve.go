@@ -76,7 +76,7 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			after := cursor.Seq
 			for _, run := range chain[idx:] {
-				if _, err := h.tail(ctx, s, run, after); !errors.Is(err, io.EOF) {
+				if _, err := h.tail(ctx, s, run, after, nil); !errors.Is(err, io.EOF) {
 					h.streamEnded(r, err)
 					return
 				}
@@ -95,7 +95,7 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 	if err := s.begin(h.cfg.Retry, resume); err != nil {
 		return
 	}
-	prelude, pos, err := h.prelude(ctx, head)
+	prelude, pos, spans, err := h.prelude(ctx, head)
 	if err != nil {
 		h.streamEnded(r, err)
 		return
@@ -106,7 +106,7 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	h.cfg.Metrics.Prelude("thread", time.Since(began))
 	if live {
-		if _, err := h.tail(ctx, s, head, pos.Seq); !errors.Is(err, io.EOF) {
+		if _, err := h.tail(ctx, s, head, pos.Seq, spans); !errors.Is(err, io.EOF) {
 			h.streamEnded(r, err)
 			return
 		}
@@ -114,24 +114,28 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 	h.followThread(ctx, r, s, th, head.RunID, follow)
 }
 
-// prelude returns the compacted branch through run (its events so far if it is running) and
-// the position it covers.
-func (h *Handler) prelude(ctx context.Context, run recorder.Run) ([]compact.Event, recorder.Cursor, error) {
+// prelude returns the compacted branch through run (its events so far if it is running), the
+// position it covers, and the ephemeral spans open there.
+func (h *Handler) prelude(ctx context.Context, run recorder.Run) ([]compact.Event, recorder.Cursor, *ephemeralSpans, error) {
 	pos := recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: run.LastSeq}
 	if run.Status != recorder.StatusRunning {
 		evs, err := h.branchEvents(ctx, run.ThreadID, run.RunID)
-		return evs, pos, err
+		return evs, pos, nil, err
 	}
 	base, err := h.branchEvents(ctx, run.ThreadID, run.ParentRunID)
 	if err != nil {
-		return nil, pos, err
+		return nil, pos, nil, err
 	}
 	cur, last, err := h.runEvents(ctx, run.ThreadID, run.RunID, 0, -1)
 	if err != nil {
-		return nil, pos, err
+		return nil, pos, nil, err
 	}
 	pos.Seq = last
-	return h.compact(append(base, cur...)), pos, nil
+	spans := h.newSpans()
+	for _, e := range cur {
+		spans.see(e.Type)
+	}
+	return h.compact(append(base, cur...)), pos, spans, nil
 }
 
 // followThread keeps a ?follow=1 stream open: each new run of the thread is streamed raw from
@@ -169,7 +173,7 @@ func (h *Handler) followThread(ctx context.Context, r *http.Request, s *stream, 
 			h.streamEnded(r, storeErr(err))
 			return
 		}
-		if _, err := h.tail(ctx, s, run, 0); !errors.Is(err, io.EOF) {
+		if _, err := h.tail(ctx, s, run, 0, nil); !errors.Is(err, io.EOF) {
 			h.streamEnded(r, err)
 			return
 		}
@@ -238,7 +242,7 @@ func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
 	if err := s.begin(h.cfg.Retry, "exact"); err != nil {
 		return
 	}
-	_, err = h.tail(ctx, s, run, after)
+	_, err = h.tail(ctx, s, run, after, nil)
 	h.streamEnded(r, err)
 }
 
@@ -286,6 +290,10 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
+	spans := h.newSpans()
+	for _, e := range cur {
+		spans.see(e.Type)
+	}
 	prelude := h.compact(append(base, cur...))
 	if len(cur) > 0 && cur[0].Type == agui.RunStarted {
 		// Start the stream with this run's RUN_STARTED: the snapshots travel in the last run.
@@ -312,6 +320,6 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		return
 	}
 	h.cfg.Metrics.Prelude("resume", time.Since(began))
-	_, err = h.tail(ctx, s, run, last)
+	_, err = h.tail(ctx, s, run, last, spans)
 	h.streamEnded(r, err)
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
@@ -119,24 +120,89 @@ func (s *stream) writePrelude(events []compact.Event, cursor recorder.Cursor, li
 		return nil // nothing replayed; a stream may not start with the marker
 	}
 	marker := custom(EventReplayComplete, map[string]any{"cursor": cursorString(cursor), "live": live})
+	// The marker goes before the trailing terminal event (only RUN_STARTED may follow one) and
+	// before the events that re-open what is still streaming: a chunked message or tool call
+	// re-opened by a CHUNK must be followed directly by the tail's next CHUNK, or the client
+	// closes it.
 	end := len(events)
 	if end > 0 && agui.IsTerminal(events[end-1].Type) {
 		end--
+	} else {
+		for end > 1 && reopens(events[end-1].Type) {
+			end--
+		}
 	}
-	for i, e := range events[:end] {
-		if err := s.event(e.Raw, ""); err != nil {
+	id := cursorString(cursor)
+	for i, e := range events {
+		if i == end {
+			if err := s.event(marker, ""); err != nil {
+				return err
+			}
+		}
+		eid := ""
+		if i == len(events)-1 && end < len(events) {
+			eid = id // the last event written carries the cursor
+		}
+		if err := s.event(e.Raw, eid); err != nil {
 			return err
 		}
 		if i == 0 && failed != "" {
 			s.event(custom(EventResumeFailed, map[string]string{"reason": failed}), "")
 		}
 	}
-	id := cursorString(cursor)
 	if end == len(events) {
 		return s.event(marker, id)
 	}
-	s.event(marker, "")
-	return s.event(events[end].Raw, id)
+	return nil
+}
+
+// reopens reports whether Compact uses events of type t to re-open a stream still in progress.
+func reopens(t string) bool {
+	switch t {
+	case agui.TextMessageStart, agui.TextMessageChunk, agui.ToolCallStart, agui.ToolCallChunk,
+		agui.ReasoningMessageStart, agui.ReasoningMessageChunk, agui.ReasoningStart:
+		return true
+	}
+	return false
+}
+
+// ephemeralSpans tracks the live-only (ephemeral) spans open at a prelude's cursor. The prelude
+// leaves them out, so the rest of such a span must not follow in the tail either: the client
+// would refuse a THINKING_TEXT_MESSAGE_CONTENT whose span it never saw start.
+type ephemeralSpans struct {
+	ephemeral func(string) bool
+	depth     int
+}
+
+func (h *Handler) newSpans() *ephemeralSpans {
+	e := h.cfg.Compact.Ephemeral
+	if e == nil {
+		e = compact.DefaultEphemeral
+	}
+	return &ephemeralSpans{ephemeral: e}
+}
+
+// see accounts for one event before the cursor.
+func (sp *ephemeralSpans) see(t string) {
+	if !sp.ephemeral(t) {
+		return
+	}
+	switch {
+	case strings.HasSuffix(t, "_START"):
+		sp.depth++
+	case strings.HasSuffix(t, "_END") && sp.depth > 0:
+		sp.depth--
+	}
+}
+
+// skip reports whether a tail event belongs to a span that was open at the cursor, and
+// accounts for it.
+func (sp *ephemeralSpans) skip(t string) bool {
+	if sp == nil || sp.depth == 0 || !sp.ephemeral(t) {
+		return false
+	}
+	sp.see(t)
+	return true
 }
 
 func cursorString(c recorder.Cursor) string {
@@ -148,7 +214,8 @@ func cursorString(c recorder.Cursor) string {
 
 // tail writes the run's events after afterSeq as they are stored, until the run ends, the
 // client goes or ctx ends. It returns io.EOF at the run's end.
-func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSeq int64) (int64, error) {
+// spans, when not nil, holds the ephemeral spans open at afterSeq that the prelude left out.
+func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSeq int64, spans *ephemeralSpans) (int64, error) {
 	if h.follower == nil {
 		return afterSeq, errLiveTailsDisabled
 	}
@@ -171,8 +238,8 @@ func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSe
 				continue // never twice
 			}
 			last = ev.Seq
-			if ev.Type == "" {
-				continue // not a JSON event: recorded, not replayed
+			if ev.Type == "" || spans.skip(ev.Type) {
+				continue // not a JSON event (recorded, not replayed), or the rest of a left-out span
 			}
 			if err := s.record(ev, run.RunID, run.Epoch); err != nil {
 				return last, err

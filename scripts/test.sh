@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The project's one test command (README "Run the tests"): installs what a fresh Debian machine
-# lacks, then runs every Go test (unit, Redis contract and fault tests on a private
-# redis-server, proxy tests, and the cross-language e2e with the official AG-UI client) under
-# the race detector, plus go vet and a gofmt check.
+# lacks (redis-server, Node.js, Chromium, the pinned npm packages), then runs every Go test
+# (unit, Redis contract and fault tests on a private redis-server, proxy and attach tests, the
+# cross-language e2e with the official AG-UI client, the headless-browser EventSource check)
+# under the race detector, go vet and a gofmt check, the image build steps and the deploy
+# manifest validation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -20,6 +23,9 @@ fi
 if [ ! -d e2e/node_modules/@ag-ui/client ]; then
   (cd e2e && npm ci --no-audit --no-fund)
 fi
+if [ ! -d e2e/browser/node_modules/playwright-core ]; then
+  (cd e2e/browser && npm ci --no-audit --no-fund)
+fi
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*'))
 if [ -n "$unformatted" ]; then
@@ -29,3 +35,7 @@ fi
 go vet ./...
 go build ./...
 go test -race -count=1 -timeout 15m "$@" ./...
+# The container build steps (same go build as deploy/Dockerfile, checked static and run) and the
+# Compose/Kubernetes manifests (schema and consistency checks, no cluster needed).
+scripts/build-image.sh
+scripts/validate-deploy.sh

@@ -25,13 +25,15 @@ import (
 
 // twoReplicas starts a private redis-server and two proxies in front of upstream, each with
 // its own RedisStore (own clients and pools) on the same key prefix: two replicas of one
-// deployment. It returns their URLs.
+// deployment. It returns their URLs. FollowBlock is short because a Redis live tail notices
+// a run's end only after that much quiet (the attach streams close up to FollowBlock after
+// the terminal event), which at the 1 s default doubles this package's run time.
 func twoReplicas(t testing.TB, upstream string) (a, b string) {
 	t.Helper()
 	srv := redistest.Start(t)
 	var urls [2]string
 	for i := range urls {
-		st, err := recorder.NewRedisStore(t.Context(), recorder.RedisConfig{URL: srv.URL(), Prefix: "e2e"})
+		st, err := recorder.NewRedisStore(t.Context(), recorder.RedisConfig{URL: srv.URL(), Prefix: "e2e", FollowBlock: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("NewRedisStore(%s) error = %v", srv.URL(), err)
 		}

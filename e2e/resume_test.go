@@ -64,16 +64,9 @@ func startResumeProxy(t testing.TB, upstream string, store recorder.Store) strin
 // of the harness's report. Each entry is a proxy bug, reviewed and reported: the test fails
 // if the failure changes or disappears (then delete the entry), and on any failure not listed.
 var knownResumeFailures = map[string]string{
-	// attach/stream.go writePrelude puts the replay_complete CUSTOM event after the
-	// TOOL_CALL_CHUNK that re-opens a chunked tool call open at the cursor. Any other event
-	// closes the client's chunk run, so the next raw TOOL_CALL_CHUNK (no toolCallName) is
-	// refused: the re-opening chunks must come right before the tail (marker before them).
-	"chunks": "First TOOL_CALL_CHUNK must have a toolCallName",
-	// The prelude drops the ephemeral THINKING_* events, but the raw tail after a cursor
-	// inside a THINKING span still carries the span's remaining THINKING_* events, which the
-	// client's translation refuses without their start. The tail must skip those (or the
-	// prelude re-open the span).
-	"thinking": "No active reasoning span found",
+	// Empty: the two failures this test found (the replay_complete marker between a re-opened
+	// TOOL_CALL_CHUNK and the tail's next chunk; the rest of a THINKING span open at the
+	// cursor sent raw after a prelude that dropped its start) were fixed in attach 2cce4e5.
 }
 
 // requireResumed checks resume-scenarios.mjs's report: every scenario ok except the

@@ -91,7 +91,7 @@ func skipWS(b []byte, i int) int {
 // skipped pairwise, as in valid JSON).
 func skipString(b []byte, i int) int {
 	for i++; ; i += 2 {
-		i = nextSpecial(b, i, false)
+		i = nextQuote(b, i)
 		if i >= len(b) {
 			return len(b)
 		}

@@ -29,6 +29,7 @@ func FuzzCompact(f *testing.F) {
 				events = append(events, e)
 			}
 		}
+		checkFastPaths(t, events)
 		out, err := Compact(events, Options{})
 		if err != nil {
 			var se *StreamError

@@ -287,7 +287,8 @@ type reducer struct {
 	subagents   map[string]bool
 	seq         int
 
-	hot hotCache
+	hot     hotCache
+	general bool // tests: no hot cache, no fastDelta
 
 	cur []byte // raw of the input event being processed
 	idx int    // index of the input event being processed
@@ -319,6 +320,9 @@ func (r *reducer) feed(i int, e Event, t etype) error {
 	r.idx, r.typ = i, e.Type
 	if t == tUnknown {
 		return nil // enforceEvents drops unrecognised types with a warning
+	}
+	if r.hot.typ == t && !r.general && len(r.lanes) == 0 && r.fastDelta(e.Raw) {
+		return nil
 	}
 	p := pev{typ: t, raw: e.Raw}
 	scanFields(e.Raw, &p.f)
@@ -735,7 +739,7 @@ func (r *reducer) process(e *pev) error {
 	}
 	switch e.typ {
 	case tTextMessageContent, tReasoningMessageContent, tToolCallArgs:
-		if e.f.metadata == nil {
+		if e.f.metadata == nil && !r.general {
 			r.rememberDelta(e)
 		}
 	}
@@ -764,6 +768,91 @@ func (r *reducer) rememberDelta(e *pev) {
 		h.msg = m
 	}
 	r.hot = h
+}
+
+// fastDelta handles, without the general field scan, a delta that continues the cached
+// stream: an object of exactly "type", the cached id member (messageId, or toolCallId for
+// TOOL_CALL_ARGS) with the cached value, and a string "delta". That is the event the general
+// path would check (checkSchema), route (transform: no lanes are open) and append (process,
+// hotDelta). Anything else returns false untouched, for the general path.
+func (r *reducer) fastDelta(raw []byte) bool {
+	idKey, id, other := "messageId", r.hot.id, r.hot.callID
+	if r.hot.typ == tToolCallArgs {
+		idKey, id, other = "toolCallId", r.hot.callID, r.hot.id
+	}
+	if other != nil {
+		return false // the cached delta had both ids: let process compare them
+	}
+	var gotID, delta []byte
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return false
+	}
+	i++
+	for i < len(raw) {
+		switch c := raw[i]; {
+		case c == '}':
+			if string(gotID) != string(id) || len(delta) < 2 || delta[0] != '"' {
+				return false
+			}
+			r.seq++
+			body := delta[1 : len(delta)-1]
+			if c := r.hot.call; c != nil {
+				c.args = appendDelta(c.args, body)
+				return true
+			}
+			if m := r.hot.msg; m != nil {
+				if r.opts.MaxStateBytes > 0 && len(m.content)+len(body) > r.opts.MaxStateBytes {
+					return false // the general path reports the limit
+				}
+				m.content = appendDelta(m.content, body)
+			}
+			return true
+		case c == ',' || isJSONSpace(c):
+			i++
+			continue
+		case c != '"':
+			return false
+		}
+		k := raw[i+1:]
+		field := 0 // 1 id, 2 delta
+		switch {
+		case hasKey(k, "type"):
+			i += 6
+		case hasKey(k, "delta"):
+			i, field = i+7, 2
+		case hasKey(k, idKey):
+			i, field = i+len(idKey)+2, 1
+		default:
+			return false
+		}
+		i = skipWS(raw, i)
+		if i >= len(raw) || raw[i] != ':' {
+			return false
+		}
+		i = skipWS(raw, i+1)
+		vs := i
+		switch {
+		case field == 0 && i < len(raw) && raw[i] == '"' && hasKey(raw[i+1:], typeNames[r.hot.typ]):
+			i += len(typeNames[r.hot.typ]) + 2 // the (unescaped) type, known from ParseEvent
+		case i < len(raw) && raw[i] == '"':
+			i = skipString(raw, i)
+		default:
+			i = skipValue(raw, i)
+		}
+		switch field {
+		case 1:
+			gotID = raw[vs:i]
+		case 2:
+			delta = raw[vs:i]
+		}
+	}
+	return false
+}
+
+// hasKey reports whether b (just past a key's opening quote) starts with the unescaped key.
+func hasKey(b []byte, key string) bool {
+	return len(b) > len(key) && b[len(key)] == '"' && string(b[:len(key)]) == key
 }
 
 // hotDelta is verify + apply for a delta that hits the cache: verify only counts it (the
@@ -1451,7 +1540,13 @@ func (r *reducer) openItems() []*openItem {
 // the client would reject returns the messages and state reached just before the offending
 // event together with a *StreamError; input beyond the default limits returns a *LimitError.
 func Replay(events []Event) (messages json.RawMessage, state json.RawMessage, err error) {
+	return replay(events, false)
+}
+
+// replay is Replay; general turns the delta fast paths off (tests compare both).
+func replay(events []Event, general bool) (messages json.RawMessage, state json.RawMessage, err error) {
 	r := newReducer(Options{})
+	r.general = general
 	for i, e := range events {
 		if err = r.feed(i, e, typeOf(e.Type)); err != nil {
 			break

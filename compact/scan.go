@@ -104,7 +104,7 @@ func scanLiteral(b []byte, i int, lit string) (int, bool) {
 func scanString(b []byte, i int) (int, bool) {
 	i++
 	for {
-		i = nextSpecial(b, i, true)
+		i = nextSpecialCtl(b, i)
 		if i >= len(b) {
 			return i, false
 		}
@@ -133,17 +133,20 @@ func scanString(b []byte, i int) (int, bool) {
 }
 
 // nextSpecial returns the index of the first '"' or '\\' (or, with ctl, control byte) at or
-// after i, or len(b), eight bytes at a time. The last partial word is read as the word ending
-// at len(b), shifted so that the bytes before i drop out; the zero bytes shifted in lie past
-// len(b).
+// after i, or len(b), eight bytes at a time.
 func nextSpecial(b []byte, i int, ctl bool) int {
+	if ctl {
+		return nextSpecialCtl(b, i)
+	}
+	return nextQuote(b, i)
+}
+
+// nextQuote is nextSpecial without control bytes. The last partial word is read as the word
+// ending at len(b), shifted so that the bytes before i drop out; the zero bytes shifted in lie
+// past len(b).
+func nextQuote(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
-		m := specialBytes(x)
-		if ctl {
-			m = specialOrControl(x)
-		}
-		if m != 0 {
+		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
@@ -151,22 +154,35 @@ func nextSpecial(b []byte, i int, ctl bool) int {
 		return len(b)
 	}
 	if len(b) < 8 {
-		for ; i < len(b); i++ {
-			if c := b[i]; c == '"' || c == '\\' || (ctl && c < 0x20) {
-				return i
-			}
+		for ; i < len(b) && b[i] != '"' && b[i] != '\\'; i++ {
 		}
 		return i
 	}
-	x := binary.LittleEndian.Uint64(b[len(b)-8:]) >> (uint(8-(len(b)-i)) * 8)
-	m := specialBytes(x)
-	if ctl {
-		m = specialOrControl(x)
+	m := specialBytes(binary.LittleEndian.Uint64(b[len(b)-8:]) >> (uint(8-(len(b)-i)) * 8))
+	if j := i + bits.TrailingZeros64(m)>>3; m != 0 && j < len(b) {
+		return j
 	}
-	if m != 0 {
-		if j := i + bits.TrailingZeros64(m)>>3; j < len(b) {
-			return j
+	return len(b)
+}
+
+// nextSpecialCtl is nextQuote that also stops at control bytes.
+func nextSpecialCtl(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := specialOrControl(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
 		}
+	}
+	if i >= len(b) {
+		return len(b)
+	}
+	if len(b) < 8 {
+		for ; i < len(b) && strByte[b[i]] == 0; i++ {
+		}
+		return i
+	}
+	m := specialOrControl(binary.LittleEndian.Uint64(b[len(b)-8:]) >> (uint(8-(len(b)-i)) * 8))
+	if j := i + bits.TrailingZeros64(m)>>3; m != 0 && j < len(b) {
+		return j
 	}
 	return len(b)
 }

@@ -133,18 +133,26 @@ func replayFrames(frames []sseFrame) (messages, state string, err error) {
 	return string(m), string(s), err
 }
 
-// replayComplete returns the index of the agui-proxy.replay_complete event and its cursor.
-func replayComplete(frames []sseFrame) (int, string) {
+// splitPrelude splits an attach stream at the end of its prelude: the
+// agui-proxy.replay_complete event, then the events that re-open streams open at its cursor
+// (they carry no id or the cursor's). It returns the prelude, the tail (the raw events after
+// the cursor) and the cursor; ok is false without a marker.
+func splitPrelude(frames []sseFrame) (prelude, tail []sseFrame, cursor string, ok bool) {
 	for i, f := range frames {
 		var e struct {
 			Type, Name string
 			Value      struct{ Cursor string }
 		}
-		if json.Unmarshal([]byte(f.Data), &e) == nil && e.Type == "CUSTOM" && e.Name == attach.EventReplayComplete {
-			return i, e.Value.Cursor
+		if json.Unmarshal([]byte(f.Data), &e) != nil || e.Type != "CUSTOM" || e.Name != attach.EventReplayComplete {
+			continue
 		}
+		j := i + 1
+		for j < len(frames) && (frames[j].ID == "" || frames[j].ID == e.Value.Cursor) {
+			j++
+		}
+		return frames[:j], frames[j:], e.Value.Cursor, true
 	}
-	return -1, ""
+	return frames, nil, "", false
 }
 
 // runProgress returns the run's status and event count as the history endpoint of base says.
@@ -296,13 +304,13 @@ func TestReplicaAttachersIdentical(t *testing.T) {
 			t.Errorf("attacher %d: %v", i, errs[i])
 			continue
 		}
-		at, cursor := replayComplete(got)
-		from, ok := liveIndex[cursor]
-		if at < 0 || !ok || from != hold-1 {
-			t.Errorf("attacher %d: replay_complete at %d with cursor %q (event %d of the run), want the cursor of event %d", i, at, cursor, from+1, hold)
+		_, tail, cursor, ok := splitPrelude(got)
+		from, known := liveIndex[cursor]
+		if !ok || !known || from != hold-1 {
+			t.Errorf("attacher %d: replay_complete %v with cursor %q (event %d of the run), want the cursor of event %d", i, ok, cursor, from+1, hold)
 			continue
 		}
-		if tail, want := got[at+1:], live[from+1:]; !slices.Equal(tail, want) {
+		if want := live[from+1:]; !slices.Equal(tail, want) {
 			t.Errorf("attacher %d: after the prelude got %d events %v, want the run's %d events after %s %v", i, len(tail), tail, len(want), cursor, want)
 		}
 		msgs, state, err := replayFrames(got)
@@ -313,8 +321,8 @@ func TestReplicaAttachersIdentical(t *testing.T) {
 			t.Errorf("attacher %d: stream differs from attacher 0's:\n%v\nvs\n%v", i, got, streams[0])
 		}
 	}
-	if at, _ := replayComplete(streams[0]); at >= 0 {
+	if prelude, tail, _, ok := splitPrelude(streams[0]); ok {
 		t.Logf("%d attachers on replica B: %d prelude events, then %d live events from replica A, all identical",
-			attachers, at+1, len(streams[0])-at-1)
+			attachers, len(prelude), len(tail))
 	}
 }

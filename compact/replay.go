@@ -287,8 +287,9 @@ type reducer struct {
 	subagents   map[string]bool
 	seq         int
 
-	hot     hotCache
-	general bool // tests: no hot cache, no fastDelta
+	hot      hotCache
+	sizeHint int  // initial capacity for streamed content (appendDelta)
+	general  bool // tests: no hot cache, no fastDelta
 
 	cur []byte // raw of the input event being processed
 	idx int    // index of the input event being processed
@@ -798,14 +799,14 @@ func (r *reducer) fastDelta(raw []byte) bool {
 			r.seq++
 			body := delta[1 : len(delta)-1]
 			if c := r.hot.call; c != nil {
-				c.args = appendDelta(c.args, body)
+				c.args = r.appendDelta(c.args, body)
 				return true
 			}
 			if m := r.hot.msg; m != nil {
 				if r.opts.MaxStateBytes > 0 && len(m.content)+len(body) > r.opts.MaxStateBytes {
 					return false // the general path reports the limit
 				}
-				m.content = appendDelta(m.content, body)
+				m.content = r.appendDelta(m.content, body)
 			}
 			return true
 		case c == ',' || isJSONSpace(c):
@@ -861,11 +862,11 @@ func (r *reducer) hotDelta(e *pev) error {
 	r.seq++
 	body, _ := strBody(e.f.delta)
 	if c := r.hot.call; c != nil {
-		c.args = appendDelta(c.args, body)
+		c.args = r.appendDelta(c.args, body)
 		return nil
 	}
 	if m := r.hot.msg; m != nil {
-		m.content = appendDelta(m.content, body)
+		m.content = r.appendDelta(m.content, body)
 		if r.opts.MaxStateBytes > 0 && len(m.content) > r.opts.MaxStateBytes {
 			return &LimitError{Limit: "MaxStateBytes", Value: len(m.content), Max: r.opts.MaxStateBytes}
 		}
@@ -1097,7 +1098,7 @@ func (r *reducer) apply(e *pev) error {
 			m.fields.set("content", nil)
 		}
 		body, _ := strBody(f.delta)
-		m.content = appendDelta(m.content, body)
+		m.content = r.appendDelta(m.content, body)
 		m.mergeMetadata(f.metadata)
 		if r.opts.MaxStateBytes > 0 && len(m.content) > r.opts.MaxStateBytes {
 			return &LimitError{Limit: "MaxStateBytes", Value: len(m.content), Max: r.opts.MaxStateBytes}
@@ -1108,6 +1109,7 @@ func (r *reducer) apply(e *pev) error {
 			return nil
 		}
 		m.mergeMetadata(f.metadata)
+		r.sizeHint = min(len(m.content)+len(m.content)/4, 64<<10)
 	case tToolCallStart:
 		id, _ := str(f.toolCallID)
 		if owner := r.callIdx[id]; owner != nil {
@@ -1175,7 +1177,7 @@ func (r *reducer) apply(e *pev) error {
 				tc.fn.set("arguments", nil)
 			}
 			body, _ := strBody(f.delta)
-			tc.args = appendDelta(tc.args, body)
+			tc.args = r.appendDelta(tc.args, body)
 		}
 		tc.mergeMetadata(f.metadata)
 	case tToolCallResult:
@@ -1559,12 +1561,12 @@ func replay(events []Event, general bool) (messages json.RawMessage, state json.
 	return r.messagesJSON(), st, err
 }
 
-// appendDelta appends a delta's escaped string body to streamed content. Content starts with
-// room for a few hundred bytes, so a message streamed in small deltas grows a handful of times
-// rather than at every power of two from 8.
-func appendDelta(dst, body []byte) []byte {
+// appendDelta appends a delta's escaped string body to streamed content. A new buffer starts
+// at the size of the last message that ended (plus a quarter, at least 256 bytes, at most 64
+// KiB): messages of a thread tend to have similar lengths, so most never grow.
+func (r *reducer) appendDelta(dst, body []byte) []byte {
 	if cap(dst) == 0 {
-		dst = make([]byte, 0, max(256, 2*len(body)))
+		dst = make([]byte, 0, max(256, r.sizeHint, 2*len(body)))
 	}
 	return append(dst, body...)
 }

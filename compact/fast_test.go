@@ -95,3 +95,37 @@ func TestFastDeltaLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestInPlacePatch checks that single-operation patches, applied to the document itself,
+// leave it unchanged when they fail and give the same result as on a copy when they succeed.
+func TestInPlacePatch(t *testing.T) {
+	docs := []string{`{}`, `{"a":[1,2],"b":{"c":null}}`, `[1,{"x":[]}]`, `{"a":{"b":{"c":[0]}}}`, `null`, `7`}
+	ops := []string{
+		`{"op":"add","path":"/a/-","value":3}`, `{"op":"add","path":"/a/9","value":3}`,
+		`{"op":"add","path":"/a/01","value":3}`, `{"op":"add","path":"/z/y","value":1}`,
+		`{"op":"add","path":"","value":{"r":1}}`, `{"op":"add","path":"/1/x/0","value":[5]}`,
+		`{"op":"replace","path":"/a/0","value":"r"}`, `{"op":"replace","path":"/nope","value":1}`,
+		`{"op":"replace","path":"/b/c","value":{"d":[1]}}`, `{"op":"remove","path":"/a/1"}`,
+		`{"op":"remove","path":"/a/7"}`, `{"op":"remove","path":"/b"}`, `{"op":"remove","path":"/x/y"}`,
+		`{"op":"test","path":"/a","value":[1,2]}`, `{"op":"test","path":"/a","value":[2,1]}`,
+		`{"op":"add","path":"/__proto__/x","value":1}`, `{"op":"add","path":"/a/b/c/0","value":1}`,
+		`{"op":"add","value":1}`, `{"op":"add","path":"/b"}`, `{"op":"bogus","path":"/b"}`,
+	}
+	for _, d := range docs {
+		for _, o := range ops {
+			doc, _ := decodeJS([]byte(d))
+			patch, _ := decodeJS([]byte("[" + o + "]"))
+			before, _ := marshalJS(doc)
+			want, werr := applyPatch(deepClone(doc), patch, 0) // on a copy, as before
+			got, gerr := applyPatch(doc, patch, 0)
+			gb, _ := marshalJS(got)
+			wb, _ := marshalJS(want)
+			if (gerr == nil) != (werr == nil) || !bytes.Equal(gb, wb) {
+				t.Errorf("applyPatch(%s, [%s]) = %s, %v; on a copy %s, %v", d, o, gb, gerr, wb, werr)
+			}
+			if after, _ := marshalJS(doc); gerr != nil && !bytes.Equal(after, before) {
+				t.Errorf("applyPatch(%s, [%s]) failed (%v) but changed the document to %s", d, o, gerr, after)
+			}
+		}
+	}
+}

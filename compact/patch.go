@@ -53,7 +53,9 @@ func applyPatch(doc any, patch any, copyLimit int) (any, error) {
 		return nil, patchErr("patch sequence must be an array")
 	}
 	p := &patcher{copyLimit: copyLimit}
-	doc = deepClone(doc)
+	if !inPlace(ops) {
+		doc = deepClone(doc)
+	}
 	for i, o := range ops {
 		op, ok := o.(map[string]any)
 		if !ok {
@@ -66,6 +68,25 @@ func applyPatch(doc any, patch any, copyLimit int) (any, error) {
 		doc = nd
 	}
 	return doc, nil
+}
+
+// inPlace reports whether a patch may be applied to the document itself instead of a deep
+// copy: one add, replace, remove or test operation fails, if at all, before it changes
+// anything (validation, the pointer walk and index checks come first), so the copy that keeps
+// the old state on failure is not needed. The reducer owns its state exclusively (snapshots
+// and patch values are decoded afresh, inserted values cloned), so no one else sees the
+// change. move and copy are remove + add and can fail halfway; longer patches can fail at a
+// later operation.
+func inPlace(ops []any) bool {
+	if len(ops) != 1 {
+		return false
+	}
+	op, _ := ops[0].(map[string]any)
+	switch op["op"] {
+	case "add", "replace", "remove", "test":
+		return true
+	}
+	return false
 }
 
 // isInteger mirrors fast-json-patch helpers.isInteger: only ASCII digits (the empty string

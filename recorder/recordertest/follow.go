@@ -34,6 +34,7 @@ var followTests = []struct {
 	{"FinishedRun", testFollowFinished},
 	{"LiveRun", testFollowLive},
 	{"AfterSeqInTheMiddle", testFollowAfterMiddle},
+	{"AcrossGap", testFollowAcrossGap},
 	{"ConcurrentFollowers", testFollowConcurrent},
 	{"FinishRunEndsFollowers", testFollowFinishEnds},
 	{"StoreCloseEndsFollowers", testFollowStoreClose},
@@ -176,6 +177,33 @@ func testFollowAfterMiddle(t *testing.T, s recorder.Store, f recorder.Follower) 
 			t.Errorf("Follow(t1/r1, %d) = %d events, %v, want 0, io.EOF", after, len(got), err)
 		}
 	}
+}
+
+// testFollowAcrossGap: a seq jump (events the writer had to drop, recorded as a gap) is
+// followed across, live and in the history, without an error.
+func testFollowAcrossGap(t *testing.T, s recorder.Store, f recorder.Follower) {
+	r := newRun("t1", "r1")
+	mustCreate(t, s, r)
+	mustAppend(t, s, recorder.Batch{Run: r, Events: events(r, 1, 3)})
+	sub := mustFollow(t, f, "t1", "r1", 0)
+	if got, err := drainN(sub, 3); err != nil {
+		t.Fatalf("Next after %d events = %v, want 3 events", len(got), err)
+	}
+	mustAppend(t, s, recorder.Batch{Run: r, Events: events(r, 7, 9)})
+	if err := appendInBatches(s, r, 12, 12, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	want := append(events(r, 7, 9), events(r, 12, 12)...)
+	got, err := drain(sub)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Next after %d events = %v, want io.EOF", len(got), err)
+	}
+	checkEvents(t, got, want)
+	got, err = drain(mustFollow(t, f, "t1", "r1", 2))
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Follow(t1/r1, 2): Next after %d events = %v, want io.EOF", len(got), err)
+	}
+	checkEvents(t, got, append(events(r, 3, 3), want...))
 }
 
 // testFollowConcurrent: 20 followers, started while the run grows, all read the identical

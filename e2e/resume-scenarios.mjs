@@ -292,7 +292,7 @@ async function waitRunDone(opts, threadId, runId) {
     if (res.ok) {
       const tree = await res.json();
       const run = (tree.runs ?? []).find((r) => r.runId === runId);
-      if (run && run.status !== "running") return run.status;
+      if (run && run.status !== "running") return run;
     }
     if (Date.now() > deadline) throw new Error(`run ${runId} still running after ${opts.timeout}ms`);
     await new Promise((r) => setTimeout(r, 10));
@@ -380,7 +380,9 @@ async function runScenario(opts, scenario, nonce) {
     return [`uninterrupted run: HTTP ${base.tap.status}, ${base.tap.frames.length} events, error ${base.error}`];
   }
   if (base.error?.startsWith("timeout")) return [`uninterrupted run: ${base.error}`];
+  const baseStatus = (await waitRunDone(opts, `resume-${nonce}-${scenario}-base`, runId)).status;
   const problems = [];
+  const killed = [];
   let reattached = 0;
   let joinedLive = 0; // reattachments whose prelude ended while the run was still going
   let noPrelude = 0; // reattachments that came before the run's first event was stored
@@ -398,7 +400,14 @@ async function runScenario(opts, scenario, nonce) {
     const results = await reattach(opts, scenario, threadId, runId, cut.tap.cutId, "live");
     let status;
     try {
-      status = await waitRunDone(opts, threadId, runId);
+      const run = await waitRunDone(opts, threadId, runId);
+      status = run.status;
+      if (status !== baseStatus) {
+        // Not a resume failure: the run itself ended differently once its client was cut
+        // (a proxy bug this harness reports apart, with the run's detail).
+        killed.push(`K=${k} (${label}): RUN-KILLED the run ended ${status} (${run.detail ?? ""}) after its client was cut; uninterrupted: ${baseStatus}`);
+        continue;
+      }
     } catch (e) {
       problems.push(`K=${k} (${label}): ${e.message}`);
       continue;
@@ -416,7 +425,7 @@ async function runScenario(opts, scenario, nonce) {
       }
     }
   }
-  return problems.length > 0 ? problems : { events: base.tap.frames.length, cuts: [...ks.values()], joinedLive, noPrelude, reattached };
+  return problems.length > 0 ? problems : { events: base.tap.frames.length, cuts: [...ks.values()], joinedLive, noPrelude, reattached, killed };
 }
 
 async function main() {
@@ -447,6 +456,7 @@ async function main() {
       } else {
         passed++;
         process.stdout.write(`ok   ${s}: ${res.events} events, cut after ${res.cuts.join(",")}, ${res.reattached} reattachments (${res.joinedLive} joined the run live${res.noPrelude ? `, ${res.noPrelude} before anything was stored` : ""}) [${ms}ms]\n`);
+        for (const k of res.killed) process.stdout.write(`  ${k}\n`);
       }
     }
   };

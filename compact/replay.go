@@ -755,6 +755,7 @@ type hotCache struct {
 	id, callID []byte
 	msg        *message  // text and reasoning content: lookup(messageId), nil when absent
 	call       *toolCall // TOOL_CALL_ARGS: the call, nil when absent
+	pre, suf   []byte    // fastDelta's template: a delta event before and after its value
 }
 
 // rememberDelta fills the cache after the slow path processed delta e without metadata.
@@ -784,7 +785,15 @@ func (r *reducer) fastDelta(raw []byte) bool {
 	if other != nil {
 		return false // the cached delta had both ids: let process compare them
 	}
+	// The template: the last delta handled here with its delta value cut out. An event that
+	// is the same bytes around a different string parses the same way except for that value.
+	if pre, suf := r.hot.pre, r.hot.suf; pre != nil && len(raw) > len(pre)+len(suf) &&
+		raw[len(pre)] == '"' && string(raw[:len(pre)]) == string(pre) &&
+		string(raw[len(raw)-len(suf):]) == string(suf) && skipString(raw, len(pre)) == len(raw)-len(suf) {
+		return r.hotAppend(raw[len(pre) : len(raw)-len(suf)])
+	}
 	var gotID, delta []byte
+	ds := 0
 	i := skipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return false
@@ -793,21 +802,10 @@ func (r *reducer) fastDelta(raw []byte) bool {
 	for i < len(raw) {
 		switch c := raw[i]; {
 		case c == '}':
-			if string(gotID) != string(id) || len(delta) < 2 || delta[0] != '"' {
+			if string(gotID) != string(id) || len(delta) < 2 || delta[0] != '"' || !r.hotAppend(delta) {
 				return false
 			}
-			r.seq++
-			body := delta[1 : len(delta)-1]
-			if c := r.hot.call; c != nil {
-				c.args = r.appendDelta(c.args, body)
-				return true
-			}
-			if m := r.hot.msg; m != nil {
-				if r.opts.MaxStateBytes > 0 && len(m.content)+len(body) > r.opts.MaxStateBytes {
-					return false // the general path reports the limit
-				}
-				m.content = r.appendDelta(m.content, body)
-			}
+			r.hot.pre, r.hot.suf = raw[:ds], raw[ds+len(delta):]
 			return true
 		case c == ',' || isJSONSpace(c):
 			i++
@@ -836,6 +834,8 @@ func (r *reducer) fastDelta(raw []byte) bool {
 		switch {
 		case field == 0 && i < len(raw) && raw[i] == '"' && hasKey(raw[i+1:], typeNames[r.hot.typ]):
 			i += len(typeNames[r.hot.typ]) + 2 // the (unescaped) type, known from ParseEvent
+		case field == 1 && len(raw)-i >= len(id) && string(raw[i:i+len(id)]) == string(id):
+			i += len(id) // the cached id token itself (a complete JSON string)
 		case i < len(raw) && raw[i] == '"':
 			i = skipString(raw, i)
 		default:
@@ -845,10 +845,29 @@ func (r *reducer) fastDelta(raw []byte) bool {
 		case 1:
 			gotID = raw[vs:i]
 		case 2:
-			delta = raw[vs:i]
+			delta, ds = raw[vs:i], vs
 		}
 	}
 	return false
+}
+
+// hotAppend appends the string token delta to the cached stream (fastDelta). It returns false,
+// changing nothing, when the delta would cross MaxStateBytes: the general path reports that.
+func (r *reducer) hotAppend(delta []byte) bool {
+	body := delta[1 : len(delta)-1]
+	if c := r.hot.call; c != nil {
+		r.seq++
+		c.args = r.appendDelta(c.args, body)
+		return true
+	}
+	if m := r.hot.msg; m != nil {
+		if r.opts.MaxStateBytes > 0 && len(m.content)+len(body) > r.opts.MaxStateBytes {
+			return false
+		}
+		m.content = r.appendDelta(m.content, body)
+	}
+	r.seq++
+	return true
 }
 
 // hasKey reports whether b (just past a key's opening quote) starts with the unescaped key.

@@ -329,7 +329,12 @@ func scanObject(b []byte, i, depth int, wantType bool) (int, []byte, bool) {
 			return i, nil, false
 		}
 		vs := skipWS(b, i+1)
-		if i, ok = scanValue(b, vs, depth); !ok {
+		if vs < len(b) && b[vs] == '"' {
+			i, ok = scanString(b, vs)
+		} else {
+			i, ok = scanValue(b, vs, depth)
+		}
+		if !ok {
 			return i, nil, false
 		}
 		if wantType && (string(key) == "type" || (len(key) > 4 && (key[0] == 't' || key[0] == '\\') && keyIs(key, "type"))) {

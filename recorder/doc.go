@@ -21,7 +21,8 @@
 //	<prefix>:{<threadId>}:thread             hash    owner, route, created (ms)
 //	<prefix>:{<threadId>}:runs               list    run ids in creation order
 //	<prefix>:{<threadId>}:run:<runId>        hash    epoch, parent, status, detail, route,
-//	                                                 owner, created, updated, last, gaps
+//	                                                 owner, created, updated, last, gaps,
+//	                                                 node, lease (ms), stop ("1" once requested)
 //	<prefix>:{<threadId>}:events:<runId>     stream  entry id "<seq>-0", fields t (type), f (frame)
 //	<prefix>:{<threadId>}:checkpoint:<runId> string  the run's checkpoint
 //
@@ -46,6 +47,8 @@
 //     another epoch than the stored run's are dropped (the id was reused).
 //   - finish_run.lua: status, detail, missing tail as a gap, TTL of all the thread's keys.
 //   - delete_run.lua, put_checkpoint.lua: the run's keys and the runs list together.
+//   - lease.lua, stop.lua: node/lease and the stop flag, written only while the status is
+//     running, so a renewal racing with FinishRun never revives or re-stamps an ended run.
 //
 // Reads are pipelines of plain commands. After a Redis restart the script cache is empty:
 // the store re-sends a pipeline with EVAL on NOSCRIPT, which the seq check makes safe.
@@ -80,10 +83,30 @@
 // Two go-redis clients with bounded pools: one used only by Append and FinishRun, one for
 // everything else, so a storm of reads cannot starve the recorder. Timeouts of 2 s, 2 retries
 // (safe: every write is an idempotent script), a pool timeout of 1 s, context deadlines
-// honoured. No command blocks (no XREAD BLOCK here).
+// honoured. No command of these two pools blocks.
+//
+// # Live tails (Follow)
+//
+// A third client, started by the first Follow, holds at most two connections however many
+// subscriptions there are: one for the store's single tail goroutine, which loops on
+// `XREAD COUNT 512 BLOCK <=1000 STREAMS <every followed stream> <lowest position of its
+// followers>` (never BLOCK 0; socket deadline block + 1 s; no go-redis retries, the loop backs
+// off up to 2 s while Redis is unreachable), and one for `CLIENT UNBLOCK`, which cuts the
+// running read short when a follower joins below what it covers. Follow itself catches up
+// with XRANGE on the reader pool and joins the tail at the last seq it read; the tail hands
+// each entry to every follower below it, so nothing is lost or repeated at the seam, and the
+// per-follower queue is bounded (FollowQueue; overflow → ErrSlowSubscriber, the tail never
+// waits for a reader). Runs that stay quiet for half a block have their metadata read (one
+// pipeline for all of them): not running and fully delivered → io.EOF; hash gone, another
+// epoch, or the stream gone under unread events → ErrRunNotFound. Events trimmed by
+// MaxEventsPerRun before the tail read them → ErrSlowSubscriber; a recorded gap is followed
+// across. One XREAD names keys of many threads, so the store needs a single Redis (or a
+// proxy that routes multi-key XREAD), not Redis Cluster.
 //
 // # Concurrency
 //
-// Stores and the Writer are safe for concurrent use. Only the Writer starts a goroutine; its
-// Shutdown stops it.
+// Stores and the Writer are safe for concurrent use. The Writer starts a goroutine, which its
+// Shutdown stops; a RedisStore starts its tail goroutine on the first Follow, and Close stops
+// it (waiting followers get ErrClosed). The MemoryStore starts none: its followers wait on a
+// channel that each append, FinishRun, DeleteRun and Close closes.
 package recorder

@@ -102,6 +102,7 @@ type RedisConfig struct {
 // multi-key writes are Lua scripts, so each is atomic; see the package documentation for the
 // key layout. It holds two connection pools: one used only by Append and FinishRun (the
 // recorder's path), one for everything else, so a storm of reads cannot starve recording.
+// It also implements Leaser.
 // It is safe for concurrent use. It implements Follower with one tail goroutine and a third,
 // small pool of its own, both started by the first Follow and stopped by Close.
 type RedisStore struct {

@@ -36,3 +36,36 @@ func Example() {
 	//
 	// finished 2 events, complete: true
 }
+
+// A reader attaching to a run that is still being written gets what is stored, then each new
+// event as it is appended, then io.EOF when the run ends.
+func ExampleMemoryStore_Follow() {
+	ctx := context.Background()
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	run := recorder.Run{ThreadID: "thread-1", RunID: "run-1", Epoch: "abcdefgh"}
+	store.CreateRun(ctx, run)
+	appendEvent := func(seq int64, typ string) {
+		frame := fmt.Appendf(nil, "data: {\"type\":%q}\n\n", typ)
+		store.Append(ctx, []recorder.Batch{{Run: run, Events: []recorder.Event{{Seq: seq, Type: typ, Frame: frame}}}})
+	}
+	appendEvent(1, "RUN_STARTED")
+
+	sub, _ := store.Follow(ctx, "thread-1", "run-1", 0)
+	defer sub.Close()
+	go func() {
+		appendEvent(2, "RUN_FINISHED")
+		store.FinishRun(ctx, "thread-1", "run-1", recorder.StatusFinished, "", 2)
+	}()
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			fmt.Println(err) // io.EOF: the run ended and everything was delivered
+			return
+		}
+		fmt.Println(ev.Seq, ev.Type)
+	}
+	// Output:
+	// 1 RUN_STARTED
+	// 2 RUN_FINISHED
+	// EOF
+}

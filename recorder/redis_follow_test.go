@@ -236,6 +236,47 @@ func TestRedisFollowRestartEmpty(t *testing.T) {
 	}
 }
 
+// TestRedisFollowStreamLost: a run whose stream vanished under its metadata (evicted) is not
+// followed as if it had no events.
+func TestRedisFollowStreamLost(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := uniquePrefix()
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: prefix})
+	r := followRun("t1", "r1")
+	if _, err := s.CreateRun(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(t.Context(), []recorder.Batch{{Run: r, Events: followEvents(r, 1, 5)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Client(t).Del(t.Context(), prefix+":{t1}:events:r1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if sub, err := s.Follow(t.Context(), "t1", "r1", 2); !errors.Is(err, recorder.ErrRunNotFound) {
+		if sub != nil {
+			sub.Close()
+		}
+		t.Errorf("Follow(t1/r1, 2) with the stream gone = %v, want ErrRunNotFound", err)
+	}
+	// At the end, nothing is missing: the follower waits for what comes next.
+	sub, err := s.Follow(t.Context(), "t1", "r1", 5)
+	if err != nil {
+		t.Fatalf("Follow(t1/r1, 5) = %v, want nil", err)
+	}
+	defer sub.Close()
+	if err := s.Append(t.Context(), []recorder.Batch{{Run: r, Events: followEvents(r, 6, 6)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(t.Context(), "t1", "r1", recorder.StatusFinished, "", 6); err != nil {
+		t.Fatal(err)
+	}
+	got, err := collect(sub)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Next after %d events = %v, want io.EOF", len(got), err)
+	}
+	checkSeqs(t, "follower", got, r, 6, 6)
+}
+
 // TestRedisFollowTrimmedUnread: events MaxEventsPerRun trimmed before the tail read them end
 // the follower with ErrSlowSubscriber, never a silent hole.
 func TestRedisFollowTrimmedUnread(t *testing.T) {

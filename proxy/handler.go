@@ -302,6 +302,14 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	}
 	if rn := runFrom(pr.In.Context()); rn != nil {
 		pr.Out = pr.Out.WithContext(rn.ctx)
+		// Our own body reader, not the ReverseProxy's wrapper of the inbound one: the stdlib
+		// marks its wrapper closed when ServeHTTP returns (as it does when the client leaves),
+		// and the Transport's last EOF-check Read of a request body still being written then
+		// fails and closes the upstream connection, killing the run (golang/go#46866 guard).
+		body := rn.input.Body
+		pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+		pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		pr.Out.ContentLength = int64(len(body))
 		pr.Out.Header.Del("Accept-Encoding")
 		pr.Out.Header.Del("Last-Event-ID")
 	}

@@ -135,7 +135,7 @@ func (d *decoder) lit(s string, v any) (any, bool) {
 
 // str decodes a string without escapes, control characters or invalid UTF-8.
 func (d *decoder) str() (any, bool) {
-	j := nextSpecial(d.b, d.i+1, true)
+	j := nextSpecialCtl(d.b, d.i+1)
 	if j >= len(d.b) || d.b[j] != '"' {
 		return nil, false
 	}

@@ -2,7 +2,6 @@ package compact
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,15 +90,6 @@ func skipWS(b []byte, i int) int {
 // skipString returns the index just past the string whose opening quote is b[i] (escapes are
 // skipped pairwise, as in valid JSON).
 func skipString(b []byte, i int) int {
-	if i+10 <= len(b) {
-		if k := i + 1 + firstQuote(binary.LittleEndian.Uint64(b[i+1:])); b[k] == '"' {
-			return k + 1 // a short string (inlined)
-		}
-	}
-	return skipLong(b, i)
-}
-
-func skipLong(b []byte, i int) int {
 	for i++; ; i += 2 {
 		i = nextQuote(b, i)
 		if i >= len(b) {

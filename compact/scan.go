@@ -102,22 +102,6 @@ func scanLiteral(b []byte, i int, lit string) (int, bool) {
 // closing quote. Like encoding/json it refuses control characters and bad escapes and lets
 // any other byte (invalid UTF-8 included) through.
 func scanString(b []byte, i int) (int, bool) {
-	if i+10 <= len(b) {
-		if k := i + 1 + firstCtl(binary.LittleEndian.Uint64(b[i+1:])); b[k] == '"' {
-			return k + 1, true // a short string (inlined)
-		}
-	}
-	return scanLong(b, i)
-}
-
-// firstCtl returns the position (0-7) of the first '"', '\\' or control byte of the word x,
-// or 8.
-func firstCtl(x uint64) int { return bits.TrailingZeros64(specialOrControl(x)) >> 3 }
-
-// firstQuote returns the position (0-7) of the first '"' or '\\' of the word x, or 8.
-func firstQuote(x uint64) int { return bits.TrailingZeros64(specialBytes(x)) >> 3 }
-
-func scanLong(b []byte, i int) (int, bool) {
 	if j := nextSpecialCtl(b, i+1); j < len(b) && b[j] == '"' {
 		return j + 1, true // no escapes
 	}
@@ -156,31 +140,11 @@ func scanEscaped(b []byte, i int) (int, bool) {
 	}
 }
 
-// nextSpecial returns the index of the first '"' or '\\' (or, with ctl, control byte) at or
-// after i, or len(b), eight bytes at a time.
-func nextSpecial(b []byte, i int, ctl bool) int {
-	if ctl {
-		return nextSpecialCtl(b, i)
-	}
-	return nextQuote(b, i)
-}
-
-// nextQuote is nextSpecial without control bytes. The first word is checked inline (most
-// strings end in it), the rest in nextQuoteTail.
+// nextQuote returns the index of the first '"' or '\\' at or after i, or len(b), eight bytes
+// at a time. The last partial word is read as the word ending at len(b), shifted so that the
+// bytes before i drop out; the zero bytes shifted in lie past len(b). (Checking the first word
+// inline before the loop measured slower.)
 func nextQuote(b []byte, i int) int {
-	if i+8 <= len(b) {
-		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-		i += 8
-	}
-	return nextQuoteTail(b, i)
-}
-
-// nextQuoteTail is nextQuote's loop. The last partial word is read as the word ending at
-// len(b), shifted so that the bytes before i drop out; the zero bytes shifted in lie past
-// len(b).
-func nextQuoteTail(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
 		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
@@ -203,16 +167,6 @@ func nextQuoteTail(b []byte, i int) int {
 
 // nextSpecialCtl is nextQuote that also stops at control bytes.
 func nextSpecialCtl(b []byte, i int) int {
-	if i+8 <= len(b) {
-		if m := specialOrControl(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-		i += 8
-	}
-	return nextSpecialCtlTail(b, i)
-}
-
-func nextSpecialCtlTail(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
 		if m := specialOrControl(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3

@@ -278,11 +278,16 @@ func scanObject(b []byte, i, depth int, wantType bool) (int, []byte, bool) {
 			return i, nil, false
 		}
 		key := b[ks+1 : i-1]
-		i = skipWS(b, i)
+		if i < len(b) && b[i] != ':' {
+			i = skipWS(b, i)
+		}
 		if i >= len(b) || b[i] != ':' {
 			return i, nil, false
 		}
-		vs := skipWS(b, i+1)
+		vs := i + 1
+		if vs < len(b) && isJSONSpace(b[vs]) {
+			vs = skipWS(b, vs)
+		}
 		if vs < len(b) && b[vs] == '"' {
 			i, ok = scanString(b, vs)
 		} else {
@@ -294,13 +299,18 @@ func scanObject(b []byte, i, depth int, wantType bool) (int, []byte, bool) {
 		if wantType && (string(key) == "type" || (len(key) > 4 && (key[0] == 't' || key[0] == '\\') && keyIs(key, "type"))) {
 			typ = b[vs:i]
 		}
-		i = skipWS(b, i)
+		if i < len(b) && isJSONSpace(b[i]) {
+			i = skipWS(b, i)
+		}
 		if i >= len(b) {
 			return i, nil, false
 		}
 		switch b[i] {
 		case ',':
-			i = skipWS(b, i+1)
+			i++
+			if i < len(b) && isJSONSpace(b[i]) {
+				i = skipWS(b, i)
+			}
 		case '}':
 			return i + 1, typ, true
 		default:

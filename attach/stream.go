@@ -247,6 +247,11 @@ func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSe
 			if err := s.flush(); err != nil {
 				return last, err
 			}
+			if agui.IsTerminal(ev.Type) {
+				// The run is over (the proxy ends every recorded run with one of these): end
+				// now rather than when the store notices the run stopped.
+				return last, io.EOF
+			}
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 			if err := s.comment(); err != nil {
 				return last, err

@@ -109,7 +109,7 @@ func Compact(events []Event, opts Options) ([]Event, error) {
 		if (t == tUnknown || opts.Ephemeral != nil) && opts.ephemeral(e.Type) {
 			continue // (the default policy keeps every AG-UI 1.0 type)
 		}
-		if err := r.feed(i, e, t); err != nil {
+		if err := r.feed(i, &events[i], t); err != nil {
 			return nil, err
 		}
 		if t == tUnknown && len(runs) == 0 {
@@ -336,7 +336,7 @@ func OpenStreams(events []Event, opts Options) ([]Open, error) {
 		if opts.ephemeral(e.Type) {
 			continue
 		}
-		if err := r.feed(i, e, typeOf(e.Type)); err != nil {
+		if err := r.feed(i, &e, typeOf(e.Type)); err != nil {
 			return nil, err
 		}
 	}

@@ -317,7 +317,7 @@ func (r *reducer) reject(format string, a ...any) error {
 }
 
 // feed runs one recorded event through the pipeline.
-func (r *reducer) feed(i int, e Event, t etype) error {
+func (r *reducer) feed(i int, e *Event, t etype) error {
 	r.idx, r.typ = i, e.Type
 	if t == tUnknown {
 		return nil // enforceEvents drops unrecognised types with a warning
@@ -1569,7 +1569,7 @@ func replay(events []Event, general bool) (messages json.RawMessage, state json.
 	r := newReducer(Options{})
 	r.general = general
 	for i, e := range events {
-		if err = r.feed(i, e, typeOf(e.Type)); err != nil {
+		if err = r.feed(i, &e, typeOf(e.Type)); err != nil {
 			break
 		}
 	}

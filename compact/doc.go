@@ -18,4 +18,12 @@
 // JSON Patch follows the client (fast-json-patch 3.1.1 as called by applyPatch(state, delta,
 // true, false)), not RFC-pure semantics: see patch.go for every divergence from
 // github.com/evanphx/json-patch/v5 and why the fold does not use that library's defaults.
+//
+// Speed: ParseEvent validates with json.Valid's rules and finds the type in one pass (scan.go,
+// eight bytes at a time); the reducer switches on small integer types, keeps the lookups of the
+// stream a delta continues, and recognises the next delta of that stream as the same bytes
+// around a new string (fastDelta), so a content delta is one validation pass, one comparison
+// and an append, without allocating. BenchmarkCompact (bytes in to bytes out) reports events
+// per second and per CPU-second; e2e/compact-bench.mjs reports the same for the official
+// compactEvents on the same bytes.
 package compact

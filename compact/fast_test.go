@@ -129,3 +129,34 @@ func TestInPlacePatch(t *testing.T) {
 		}
 	}
 }
+
+// TestDeltaAllocs checks that content deltas cost no allocations of their own: compacting a
+// message streamed in 2000 deltas allocates only a few more times than one streamed in 200,
+// parse included (the content buffer doubles a logarithmic number of times).
+func TestDeltaAllocs(t *testing.T) {
+	stream := func(n int) [][]byte {
+		lines := [][]byte{
+			[]byte(`{"type":"RUN_STARTED","threadId":"t","runId":"r"}`),
+			[]byte(`{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}`),
+		}
+		for i := range n {
+			lines = append(lines, fmt.Appendf(nil, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"token %d "}`, i))
+		}
+		return append(lines, []byte(`{"type":"TEXT_MESSAGE_END","messageId":"m"}`), []byte(`{"type":"RUN_FINISHED","threadId":"t","runId":"r"}`))
+	}
+	allocs := func(lines [][]byte) float64 {
+		events := make([]Event, len(lines))
+		return testing.AllocsPerRun(20, func() {
+			for i, l := range lines {
+				events[i], _ = ParseEvent(l)
+			}
+			if _, err := Compact(events, Options{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	small, large := allocs(stream(200)), allocs(stream(2000))
+	if large-small > 10 {
+		t.Errorf("allocations for 2000 deltas = %v, for 200 = %v: want at most 10 more (%.4f per delta)", large, small, (large-small)/1800)
+	}
+}

@@ -19,7 +19,8 @@ import (
 type config struct {
 	Upstream       string        `env:"AGUI_UPSTREAM" envDefault:"http://127.0.0.1:8000" desc:"URL of the AG-UI agent to proxy"`
 	Listen         string        `env:"AGUI_LISTEN" envDefault:"127.0.0.1:8080" desc:"address the proxy listens on"`
-	Route          string        `env:"AGUI_ROUTE" envDefault:"default" desc:"name of the route (room) threads are bound to"`
+	Route          string        `env:"AGUI_ROUTE" envDefault:"default" desc:"name of the route (room) threads are bound to, with AGUI_UPSTREAM"`
+	Routes         string        `env:"AGUI_ROUTES" desc:"several agents by path prefix instead of AGUI_UPSTREAM: /agents/a=http://a:8000,/agents/b=http://b:9000; each prefix is a route (room) with its attach endpoints under <prefix>/agui/"`
 	RedisURL       string        `env:"AGUI_REDIS_URL" desc:"redis:// URL of the Redis store; empty keeps everything in memory (single process, lost on restart)"`
 	RedisPrefix    string        `env:"AGUI_REDIS_PREFIX" envDefault:"agui" desc:"prefix of every Redis key"`
 	RetentionTTL   time.Duration `env:"AGUI_RETENTION_TTL" envDefault:"0s" desc:"how long a thread's records live after its last write (0: forever)"`
@@ -65,8 +66,8 @@ func loadConfig(environ map[string]string) (config, error) {
 
 func (c config) validate() error {
 	var errs []error
-	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("AGUI_UPSTREAM %q is not an http(s) URL", c.Upstream))
+	if _, err := c.routes(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Durability != "async" && c.Durability != "sync" {
 		errs = append(errs, fmt.Errorf("AGUI_DURABILITY %q is not async or sync", c.Durability))
@@ -148,4 +149,48 @@ Environment:
 		}
 		fmt.Fprintf(w, "  %-30s %s\n  %-30s default: %s\n", v.Name, v.Desc, "", def)
 	}
+}
+
+// route is one upstream agent and the path prefix it is served under ("" for the root).
+type route struct {
+	name, prefix string
+	upstream     *url.URL
+}
+
+// routes returns AGUI_ROUTES parsed, or the single AGUI_UPSTREAM route at the root.
+func (c config) routes() ([]route, error) {
+	parseURL := func(name, v string) (*url.URL, error) {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%s: %q is not an http(s) URL", name, v)
+		}
+		return u, nil
+	}
+	if strings.TrimSpace(c.Routes) == "" {
+		u, err := parseURL("AGUI_UPSTREAM", c.Upstream)
+		if err != nil {
+			return nil, err
+		}
+		return []route{{name: c.Route, upstream: u}}, nil
+	}
+	var out []route
+	seen := map[string]bool{}
+	for item := range strings.SplitSeq(c.Routes, ",") {
+		item = strings.TrimSpace(item)
+		prefix, target, ok := strings.Cut(item, "=")
+		prefix = strings.TrimRight(strings.TrimSpace(prefix), "/")
+		if !ok || !strings.HasPrefix(prefix, "/") || len(prefix) < 2 || strings.ContainsAny(prefix, " \t{}?#*") {
+			return nil, fmt.Errorf("AGUI_ROUTES: %q is not /prefix=http://agent", item)
+		}
+		if seen[prefix] {
+			return nil, fmt.Errorf("AGUI_ROUTES: prefix %q appears twice", prefix)
+		}
+		seen[prefix] = true
+		u, err := parseURL("AGUI_ROUTES", strings.TrimSpace(target))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, route{name: prefix, prefix: prefix, upstream: u})
+	}
+	return out, nil
 }

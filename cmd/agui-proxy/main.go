@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -77,7 +76,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	}
 	defer store.Close()
 
-	upstream, _ := url.Parse(cfg.Upstream) // validated
 	trusted, _ := cfg.trustedProxies()
 	durability := recorder.DurabilityAsync
 	if cfg.Durability == "sync" {
@@ -88,33 +86,44 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	h, err := proxy.New(proxy.Config{
-		Upstream:              upstream,
-		Registerer:            registerer(reg),
-		DisableRecording:      !cfg.Record,
-		AttachPrefix:          cfg.AttachPrefix,
-		AllowConcurrentRuns:   cfg.Concurrent,
-		Store:                 store,
-		Durability:            durability,
-		RecorderBuffer:        cfg.RecorderBuffer,
-		Logger:                log,
-		Route:                 cfg.Route,
-		IdentityHeader:        cfg.IdentityHeader,
-		TrustedProxies:        trusted,
-		MaxBodyBytes:          cfg.MaxBodyBytes,
-		BodyReadTimeout:       cfg.BodyTimeout,
-		MaxEventBytes:         cfg.MaxEventBytes,
-		MaxRunDuration:        cfg.MaxRunDuration,
-		ResponseHeaderTimeout: cfg.HeaderTimeout,
-		UpstreamIdleTimeout:   cfg.IdleTimeout,
-		ClientQueueBytes:      cfg.ClientQueue,
-		HeartbeatInterval:     cfg.Heartbeat,
-	})
-	if err != nil {
-		return err
+	// One proxy.Handler per route, all recording into the one store. A route is a "room":
+	// a thread created through one is refused on another (ThreadRoomMismatch).
+	routeList, _ := cfg.routes() // validated
+	var fl fleet
+	for _, rt := range routeList {
+		pcfg := proxy.Config{
+			Upstream:              rt.upstream,
+			DisableRecording:      !cfg.Record,
+			AttachPrefix:          cfg.AttachPrefix,
+			AllowConcurrentRuns:   cfg.Concurrent,
+			Store:                 store,
+			Durability:            durability,
+			RecorderBuffer:        cfg.RecorderBuffer,
+			Logger:                log.With(slog.String("route", rt.name)),
+			Route:                 rt.name,
+			IdentityHeader:        cfg.IdentityHeader,
+			TrustedProxies:        trusted,
+			MaxBodyBytes:          cfg.MaxBodyBytes,
+			BodyReadTimeout:       cfg.BodyTimeout,
+			MaxEventBytes:         cfg.MaxEventBytes,
+			MaxRunDuration:        cfg.MaxRunDuration,
+			ResponseHeaderTimeout: cfg.HeaderTimeout,
+			UpstreamIdleTimeout:   cfg.IdleTimeout,
+			ClientQueueBytes:      cfg.ClientQueue,
+			HeartbeatInterval:     cfg.Heartbeat,
+		}
+		if reg != nil {
+			pcfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"route": rt.name}, reg)
+		}
+		h, err := proxy.New(pcfg)
+		if err != nil {
+			fl.shutdown(context.Background())
+			return err
+		}
+		fl = append(fl, routeHandler{route: rt, h: h})
 	}
 	srv := &http.Server{
-		Handler:           routes(h, reg),
+		Handler:           fl.mux(reg),
 		ReadHeaderTimeout: cfg.ReadHeader,
 		IdleTimeout:       cfg.KeepAlive,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -126,7 +135,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	if err != nil {
 		return err
 	}
-	log.Info("agui-proxy listening", slog.String("addr", ln.Addr().String()), slog.String("upstream", cfg.Upstream),
+	for _, rh := range fl {
+		log.Info("agui-proxy route", slog.String("route", rh.route.name), slog.String("prefix", rh.route.prefix+"/"),
+			slog.String("upstream", rh.route.upstream.String()))
+	}
+	log.Info("agui-proxy listening", slog.String("addr", ln.Addr().String()),
 		slog.String("store", storeName(cfg)), slog.String("durability", cfg.Durability))
 	if ready != nil {
 		ready <- ln.Addr().String()
@@ -146,12 +159,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: draining runs", slog.Duration("drain_timeout", cfg.DrainTimeout), slog.Int("active_runs", h.ActiveRuns()))
+	log.Info("shutting down: draining runs", slog.Duration("drain_timeout", cfg.DrainTimeout), slog.Int("active_runs", fl.activeRuns()))
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
 	shutdownErr := make(chan error, 1)
 	go func() { shutdownErr <- srv.Shutdown(drainCtx) }()
-	if err := h.Shutdown(drainCtx); err != nil {
+	if err := fl.shutdown(drainCtx); err != nil {
 		log.Warn("runs were interrupted at the drain deadline", slog.Any("err", err))
 	}
 	// Every run has ended, so every stream handler returns; give them a moment to finish writing.
@@ -200,10 +213,20 @@ func registerer(reg *prometheus.Registry) prometheus.Registerer {
 	return reg
 }
 
-// routes serves the operational endpoints and hands everything else to the proxy:
+// routeHandler is the proxy of one route.
+type routeHandler struct {
+	route route
+	h     *proxy.Handler
+}
+
+// fleet is the proxies of every route, served by one server.
+type fleet []routeHandler
+
+// mux serves the operational endpoints and hands everything else to the route's proxy:
 // /healthz (the process is alive), /readyz (accepting runs: not draining, store reachable)
-// and /metrics (Prometheus, when enabled).
-func routes(h *proxy.Handler, reg *prometheus.Registry) http.Handler {
+// and /metrics (Prometheus, when enabled). A route with a prefix sees paths without it, so its
+// attach endpoints live under <prefix><AGUI_ATTACH_PREFIX>.
+func (fl fleet) mux(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -214,18 +237,47 @@ func routes(h *proxy.Handler, reg *prometheus.Registry) http.Handler {
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		if err := h.Ready(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, "not ready: "+readyReason(err)+"\n")
-			return
+		for _, rh := range fl {
+			if err := rh.h.Ready(ctx); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, "not ready: "+readyReason(err)+"\n")
+				return
+			}
 		}
 		io.WriteString(w, "ready\n")
 	})
 	if reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
-	mux.Handle("/", h)
+	for _, rh := range fl {
+		if rh.route.prefix == "" {
+			mux.Handle("/", rh.h)
+		} else {
+			mux.Handle(rh.route.prefix+"/", http.StripPrefix(rh.route.prefix, rh.h))
+		}
+	}
 	return mux
+}
+
+func (fl fleet) activeRuns() int {
+	n := 0
+	for _, rh := range fl {
+		n += rh.h.ActiveRuns()
+	}
+	return n
+}
+
+// shutdown drains every route at once.
+func (fl fleet) shutdown(ctx context.Context) error {
+	errs := make(chan error, len(fl))
+	for _, rh := range fl {
+		go func() { errs <- rh.h.Shutdown(ctx) }()
+	}
+	var all []error
+	for range fl {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }
 
 // readyReason keeps store error details (addresses) out of the readiness answer.

@@ -66,8 +66,8 @@ func TestServeOperations(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, metrics := get("/metrics")
-		if strings.Contains(metrics, `agui_proxy_runs_total{outcome="finished"} 1`) &&
-			strings.Contains(metrics, `agui_proxy_upstream_events_total{event_type="TEXT_MESSAGE_CONTENT"}`) &&
+		if strings.Contains(metrics, `agui_proxy_runs_total{outcome="finished",route="default"} 1`) &&
+			strings.Contains(metrics, `agui_proxy_upstream_events_total{event_type="TEXT_MESSAGE_CONTENT",route="default"}`) &&
 			strings.Contains(metrics, "agui_proxy_recorder_batches_total") {
 			break
 		}
@@ -85,5 +85,70 @@ func TestServeOperations(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not return after shutdown")
+	}
+}
+
+// TestServeRoutes runs two agents behind one proxy by path prefix: each prefix is a room, so a
+// thread created through one is refused on the other, and each has its own attach endpoints.
+func TestServeRoutes(t *testing.T) {
+	a := httptest.NewServer(demoagent.New(demoagent.Config{}))
+	defer a.Close()
+	b := httptest.NewServer(demoagent.New(demoagent.Config{}))
+	defer b.Close()
+	cfg, err := loadConfig(map[string]string{"AGUI_ROUTES": "/agents/a=" + a.URL + ",/agents/b/=" + b.URL, "AGUI_LISTEN": "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), ready) }()
+	base := "http://" + <-ready
+	post := func(path, runID string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(`{"threadId":"shared","runId":"`+runID+`","messages":[{"id":"u-`+runID+`","role":"user","content":"chat"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	if code, body := post("/agents/a/", "r1"); code != 200 || !strings.Contains(body, "RUN_FINISHED") {
+		t.Fatalf("run through /agents/a/ = %d %.200s", code, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := http.Get(base + "/agents/a/agui/threads/shared/runs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == 200 && strings.Contains(string(body), `"status":"finished"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs through /agents/a/agui/ = %d %s", res.StatusCode, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, body := post("/agents/b/", "r2"); code != http.StatusConflict || !strings.Contains(body, "ThreadRoomMismatch") {
+		t.Errorf("same thread through /agents/b/ = %d %s, want 409 ThreadRoomMismatch", code, body)
+	}
+	res, _ := http.Get(base + "/agents/b/agui/threads/shared/runs")
+	res.Body.Close()
+	if res.StatusCode != http.StatusConflict {
+		t.Errorf("attach endpoints of route b on route a's thread = %d, want 409", res.StatusCode)
+	}
+	if _, err := loadConfig(map[string]string{"AGUI_ROUTES": "agents=http://x"}); err == nil || !strings.Contains(err.Error(), "AGUI_ROUTES") {
+		t.Errorf("bad AGUI_ROUTES accepted: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serve = %v", err)
 	}
 }

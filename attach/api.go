@@ -303,35 +303,25 @@ func compactJSON(raw json.RawMessage) []byte {
 // another replica is stopped through the store (its lease renewal sees the request).
 func (h *Handler) serveStop(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	th, err := h.access(ctx, r, r.PathValue("thread"))
+	th, run, err := h.accessRun(ctx, r)
 	if err != nil {
 		writeErr(w, r, h.log, err)
-		return
-	}
-	runID := r.PathValue("run")
-	if err := agui.ValidateID("runId", runID); err != nil {
-		writeErr(w, r, h.log, err)
-		return
-	}
-	run, err := h.store.Run(ctx, th.ID, runID)
-	if err != nil {
-		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
 	if run.Status != recorder.StatusRunning {
 		writeErr(w, r, h.log, errRunNotRunning)
 		return
 	}
-	stopped := h.cfg.StopLocal != nil && h.cfg.StopLocal(th.ID, runID)
+	stopped := h.cfg.StopLocal != nil && h.cfg.StopLocal(th.ID, run.RunID)
 	if !stopped {
 		if h.leaser == nil {
 			writeErr(w, r, h.log, errRunNotRunning)
 			return
 		}
-		if err := h.leaser.RequestStop(ctx, th.ID, runID); err != nil {
+		if err := h.leaser.RequestStop(ctx, th.ID, run.RunID); err != nil {
 			writeErr(w, r, h.log, storeErr(err))
 			return
 		}
 	}
-	writeJSONStatus(w, http.StatusAccepted, map[string]any{"threadId": th.ID, "runId": runID, "stopping": true})
+	writeJSONStatus(w, http.StatusAccepted, map[string]any{"threadId": th.ID, "runId": run.RunID, "stopping": true})
 }

@@ -258,6 +258,23 @@ func (h *Handler) access(ctx context.Context, r *http.Request, threadID string) 
 	return th, nil
 }
 
+// accessRun is access for the {thread} and {run} of the request's path.
+func (h *Handler) accessRun(ctx context.Context, r *http.Request) (recorder.Thread, recorder.Run, error) {
+	th, err := h.access(ctx, r, r.PathValue("thread"))
+	if err != nil {
+		return th, recorder.Run{}, err
+	}
+	runID := r.PathValue("run")
+	if err := agui.ValidateID("runId", runID); err != nil {
+		return th, recorder.Run{}, err
+	}
+	run, err := h.store.Run(ctx, th.ID, runID)
+	if err != nil {
+		return th, run, storeErr(err)
+	}
+	return th, run, nil
+}
+
 // storeErr keeps the store's sentinels and hides every other store error behind
 // errStoreUnavailable (problems never carry Redis errors or addresses).
 func storeErr(err error) error {

@@ -197,19 +197,9 @@ func (h *Handler) streamEnded(r *http.Request, err error) {
 // raw events from its start or strictly after the cursor, then live until the run ends.
 func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	th, err := h.access(ctx, r, r.PathValue("thread"))
+	_, run, err := h.accessRun(ctx, r)
 	if err != nil {
 		writeErr(w, r, h.log, err)
-		return
-	}
-	runID := r.PathValue("run")
-	if err := agui.ValidateID("runId", runID); err != nil {
-		writeErr(w, r, h.log, err)
-		return
-	}
-	run, err := h.store.Run(ctx, th.ID, runID)
-	if err != nil {
-		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
 	cursor, hasCursor, err := cursorFrom(r)

@@ -1,5 +1,19 @@
-// Package e2e holds the cross-language end-to-end tests: the official AG-UI TypeScript client
-// (@ag-ui/client, pinned in package.json, installed with `npm ci` in this directory) runs
-// every demo-agent scenario against the agent directly and through agui-proxy, and the Go
-// tests require both to look the same to it. The package has no non-test code.
+// Package e2e holds the cross-language end-to-end tests, driven by Go tests that start the
+// demo agent, the proxy (and Redis where needed) on real sockets and run node scripts with the
+// official AG-UI packages (pinned in package.json, installed with `npm ci` here):
+//
+//   - run-scenarios.mjs: every demo scenario through the official HttpAgent, directly and
+//     through agui-proxy; both must look the same to the client (proxy_e2e_test.go,
+//     harness_test.go).
+//   - compact-check.mjs: the official reducer ends with the same messages and state on raw and
+//     compacted streams, and every compacted event passes the @ag-ui/core schemas
+//     (compact_e2e_test.go); compact-bench.mjs is the side-by-side compaction benchmark.
+//   - resume-scenarios.mjs: a client cut after K events reattaches (re-POST with Last-Event-ID,
+//     or thread attach) and must end with the uninterrupted run's messages and state, on one
+//     proxy (resume_test.go) or through another replica sharing Redis (replicas_test.go).
+//   - browser/: headless Chromium renders a resumed conversation from EventSource
+//     (browser_test.go).
+//
+// The package has no non-test code. Missing node_modules or Chromium fail the tests with an
+// install hint; `make test` installs them.
 package e2e

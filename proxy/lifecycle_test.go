@@ -94,3 +94,40 @@ func TestSlowClientDoesNotSlowTheRun(t *testing.T) {
 		t.Errorf("the stalled client received %d bytes: it was not dropped", n)
 	}
 }
+
+// TestUpstreamIdleWatchdog checks both sides of AGUI_UPSTREAM_IDLE_TIMEOUT: a stream whose
+// frames keep coming well inside the window is never cut (the watchdog re-arms from the last
+// frame), and one that goes silent ends with RUN_ERROR UPSTREAM_IDLE (reliability F7).
+func TestUpstreamIdleWatchdog(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	up := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		io.WriteString(w, "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n")
+		rc.Flush()
+		for range 20 { // 1 s of activity, a frame every 50 ms
+			time.Sleep(50 * time.Millisecond)
+			io.WriteString(w, ": busy\n\n")
+			rc.Flush()
+		}
+		if r.URL.Query().Get("stall") == "" {
+			io.WriteString(w, "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n")
+			return
+		}
+		<-r.Context().Done() // silent until the proxy gives up
+	}))
+	for _, tt := range []struct {
+		query, want string
+	}{{"", agui.RunFinished}, {"?stall=1", agui.RunError}} {
+		h, px := startProxy(t, up.URL+tt.query, Config{UpstreamIdleTimeout: idle})
+		res := postRun(t, t.Context(), px.URL+"/", `{"threadId":"t","runId":"r","messages":[]}`, nil)
+		frames, _ := readFrames(t, res.Body)
+		res.Body.Close()
+		got := dataFrames(frames)
+		last := got[len(got)-1]
+		if last.eventType() != tt.want || (tt.want == agui.RunError && !bytes.Contains(last.data, []byte(CodeUpstreamIdle))) {
+			t.Errorf("upstream %q: stream ended with %s, want %s", tt.query, last.data, tt.want)
+		}
+		waitRunEnded(t, h.Store(), "t", "r")
+	}
+}

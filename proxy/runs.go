@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/recorder"
@@ -62,7 +63,9 @@ type run struct {
 	started  bool  // RUN_STARTED sent; pump goroutine only
 	terminal string
 	final    bool // the run is being ended: record without waiting for the store
-	idBuf    []byte
+	// markFrame records upstream activity for the idle watchdog (nil when it is disabled).
+	markFrame func()
+	idBuf     []byte
 }
 
 // registry owns the live runs of a Handler and their pump goroutines.
@@ -143,10 +146,21 @@ func (r *run) pump(body io.ReadCloser) {
 	defer r.cancel(nil)
 	defer body.Close()
 
-	var watchdog *time.Timer
-	if h.cfg.UpstreamIdleTimeout > 0 {
-		watchdog = time.AfterFunc(h.cfg.UpstreamIdleTimeout, func() { r.cancel(errUpstreamIdle) })
+	// The idle watchdog does not touch its timer per frame: the pump only stores when it last
+	// read a frame (monotonic clock), and the timer re-arms itself for the rest of the window.
+	var lastFrame atomic.Int64 // time.Since(start) at the last frame
+	if idle := h.cfg.UpstreamIdleTimeout; idle > 0 {
+		start := time.Now()
+		var watchdog *time.Timer
+		watchdog = time.AfterFunc(idle, func() {
+			if quiet := time.Since(start) - time.Duration(lastFrame.Load()); quiet < idle {
+				watchdog.Reset(idle - quiet)
+				return
+			}
+			r.cancel(errUpstreamIdle)
+		})
 		defer watchdog.Stop()
+		r.markFrame = func() { lastFrame.Store(int64(time.Since(start))) }
 	}
 	rd := sse.NewReader(body, sse.Limits{MaxLineBytes: h.cfg.MaxEventBytes, MaxFrameBytes: h.cfg.MaxEventBytes})
 	var err error
@@ -156,8 +170,8 @@ func (r *run) pump(body io.ReadCloser) {
 		if err != nil {
 			break
 		}
-		if watchdog != nil {
-			watchdog.Reset(h.cfg.UpstreamIdleTimeout)
+		if r.markFrame != nil {
+			r.markFrame()
 		}
 		if !f.HasData {
 			// Comments, heartbeats, blank lines: forwarded as they are, not recorded.
@@ -277,11 +291,12 @@ func (r *run) emitData(typ string, data []byte) error {
 	return nil
 }
 
-// cursor formats the id of the event r.seq. The returned string is only valid until the next
-// call.
+// cursor formats the id of the event r.seq without allocating: the returned string aliases a
+// buffer reused by the next call, so callers must copy it before then (AppendWithID and
+// AppendEvent do).
 func (r *run) cursor() string {
 	r.idBuf = recorder.AppendCursor(r.idBuf[:0], r.meta.RunID, r.meta.Epoch, r.seq)
-	return string(r.idBuf)
+	return unsafe.String(unsafe.SliceData(r.idBuf), len(r.idBuf))
 }
 
 // record hands the event to the writer. In async mode it never blocks; in sync mode it returns

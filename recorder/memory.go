@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -333,19 +334,11 @@ func (m *MemoryStore) appendBatch(b Batch, now time.Time) {
 
 // FinishRun implements Store.
 func (m *MemoryStore) FinishRun(ctx context.Context, threadID, runID string, status RunStatus, detail string, lastSeq int64) error {
-	if err := validateIDs(threadID, &runID); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(); err != nil {
-		return err
-	}
-	now := m.now()
-	r, err := m.run(threadID, runID, now)
+	r, now, err := m.lockRun(threadID, runID)
 	if err != nil {
 		return err
 	}
+	defer m.mu.Unlock()
 	r.run.Status, r.run.Detail, r.run.UpdatedAt = status, detail, now
 	if lastSeq > r.run.LastSeq {
 		r.run.Gaps = addGap(r.run.Gaps, r.run.LastSeq+1, lastSeq)
@@ -356,6 +349,26 @@ func (m *MemoryStore) FinishRun(ctx context.Context, threadID, runID string, sta
 }
 
 // run finds a live run. m.mu must be held.
+// lockRun validates the ids, locks the store and finds the run. On success the caller holds
+// m.mu and must unlock it; on error the lock is released.
+func (m *MemoryStore) lockRun(threadID, runID string) (*memRun, time.Time, error) {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return nil, time.Time{}, err
+	}
+	m.mu.Lock()
+	if err := m.check(); err != nil {
+		m.mu.Unlock()
+		return nil, time.Time{}, err
+	}
+	now := m.now()
+	r, err := m.run(threadID, runID, now)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, now, err
+	}
+	return r, now, nil
+}
+
 func (m *MemoryStore) run(threadID, runID string, now time.Time) (*memRun, error) {
 	t := m.thread(threadID, now)
 	if t == nil {
@@ -397,18 +410,11 @@ func (r *memRun) snapshot() Run {
 
 // Run implements Store.
 func (m *MemoryStore) Run(ctx context.Context, threadID, runID string) (Run, error) {
-	if err := validateIDs(threadID, &runID); err != nil {
-		return Run{}, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(); err != nil {
-		return Run{}, err
-	}
-	r, err := m.run(threadID, runID, m.now())
+	r, _, err := m.lockRun(threadID, runID)
 	if err != nil {
 		return Run{}, err
 	}
+	defer m.mu.Unlock()
 	return r.snapshot(), nil
 }
 
@@ -435,18 +441,14 @@ func (m *MemoryStore) Runs(ctx context.Context, threadID string) ([]Run, error) 
 
 // Events implements Store. The returned frames are copies.
 func (m *MemoryStore) Events(ctx context.Context, threadID, runID string, afterSeq int64, limit int) ([]Event, error) {
-	if err := validateIDs(threadID, &runID); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	r, err := m.run(threadID, runID, m.now())
-	if err != nil {
+	r, _, err := m.lockRun(threadID, runID)
+	if errors.Is(err, ErrThreadNotFound) || errors.Is(err, ErrRunNotFound) {
 		return nil, fmt.Errorf("events of run %q in thread %q: %w", runID, threadID, ErrRunNotFound)
 	}
+	if err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
 	evs := r.events[r.after(afterSeq):]
 	if limit > 0 && len(evs) > limit {
 		evs = evs[:limit]
@@ -460,19 +462,11 @@ func (m *MemoryStore) Events(ctx context.Context, threadID, runID string, afterS
 
 // PutCheckpoint implements Store. Errors: ErrRunNotFound, ErrThreadNotFound.
 func (m *MemoryStore) PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error {
-	if err := validateIDs(threadID, &runID); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(); err != nil {
-		return err
-	}
-	now := m.now()
-	r, err := m.run(threadID, runID, now)
+	r, now, err := m.lockRun(threadID, runID)
 	if err != nil {
 		return err
 	}
+	defer m.mu.Unlock()
 	r.checkpoint = append(make([]byte, 0, len(data)), data...)
 	m.touch(m.threads[threadID], now)
 	return nil
@@ -480,16 +474,15 @@ func (m *MemoryStore) PutCheckpoint(ctx context.Context, threadID, runID string,
 
 // Checkpoint implements Store.
 func (m *MemoryStore) Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error) {
-	if err := validateIDs(threadID, &runID); err != nil {
+	r, _, err := m.lockRun(threadID, runID)
+	if errors.Is(err, ErrThreadNotFound) || errors.Is(err, ErrRunNotFound) {
+		return nil, fmt.Errorf("checkpoint of run %q in thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	r, err := m.run(threadID, runID, m.now())
-	if err != nil || r.checkpoint == nil {
+	if r.checkpoint == nil {
 		return nil, fmt.Errorf("checkpoint of run %q in thread %q: %w", runID, threadID, ErrNotFound)
 	}
 	return slices.Clone(r.checkpoint), nil

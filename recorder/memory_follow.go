@@ -23,18 +23,11 @@ func leaseTime(t time.Time) time.Time {
 // run's newest event: more than MemoryConfig.FollowQueue events appended after Follow and
 // not yet read, or an unread event dropped by MaxEventsPerRun, end it with ErrSlowSubscriber.
 func (m *MemoryStore) Follow(ctx context.Context, threadID, runID string, afterSeq int64) (Subscription, error) {
-	if err := validateIDs(threadID, &runID); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	r, err := m.run(threadID, runID, m.now())
+	r, _, err := m.lockRun(threadID, runID)
 	if err != nil {
 		return nil, err
 	}
+	defer m.mu.Unlock()
 	return &memSub{
 		m: m, threadID: threadID, runID: runID, r: r,
 		pos:    max(afterSeq, r.trimmed, 0),
@@ -129,18 +122,11 @@ func (s *memSub) Close() error {
 
 // RenewLease implements Leaser.
 func (m *MemoryStore) RenewLease(ctx context.Context, threadID, runID, node string, until time.Time) (bool, error) {
-	if err := validateIDs(threadID, &runID); err != nil {
-		return false, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(); err != nil {
-		return false, err
-	}
-	r, err := m.run(threadID, runID, m.now())
+	r, _, err := m.lockRun(threadID, runID)
 	if err != nil {
 		return false, err
 	}
+	defer m.mu.Unlock()
 	if r.run.Status != StatusRunning {
 		return false, nil
 	}
@@ -150,18 +136,11 @@ func (m *MemoryStore) RenewLease(ctx context.Context, threadID, runID, node stri
 
 // RequestStop implements Leaser.
 func (m *MemoryStore) RequestStop(ctx context.Context, threadID, runID string) error {
-	if err := validateIDs(threadID, &runID); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(); err != nil {
-		return err
-	}
-	r, err := m.run(threadID, runID, m.now())
+	r, _, err := m.lockRun(threadID, runID)
 	if err != nil {
 		return err
 	}
+	defer m.mu.Unlock()
 	if r.run.Status == StatusRunning {
 		r.stop = true
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/sse"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -220,9 +223,9 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 		st.err = fmt.Sprintf("http status %d", res.StatusCode)
 		return st
 	}
-	r := newEventReader(res.Body, opts.MaxEvent)
+	r := sse.NewReader(res.Body, sse.Limits{MaxLineBytes: opts.MaxEvent, MaxFrameBytes: opts.MaxEvent})
 	for {
-		ev, err := r.next()
+		f, err := r.Next()
 		now := time.Now()
 		if err != nil {
 			switch {
@@ -234,6 +237,10 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 			}
 			return st
 		}
+		if !f.HasData {
+			continue // comments, heartbeats: not events
+		}
+		ev := f.Data
 		if st.events == 0 {
 			st.ttfe = int64(now.Sub(start))
 		}
@@ -241,10 +248,10 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 		if ns, ok := sentNs(ev); ok {
 			st.latencies = append(st.latencies, now.UnixNano()-ns)
 		}
-		switch string(eventType(ev)) {
-		case "RUN_FINISHED":
+		switch typ, _ := agui.EventType(ev); typ {
+		case agui.RunFinished:
 			st.finished = true
-		case "RUN_ERROR":
+		case agui.RunError:
 			st.err = "RUN_ERROR event"
 			return st
 		}
@@ -256,7 +263,7 @@ func classify(ctx context.Context, err error) string {
 	if ctx.Err() != nil {
 		return "cut by -duration"
 	}
-	if errors.Is(err, errEventTooLarge) {
+	if errors.Is(err, sse.ErrFrameTooLarge) || errors.Is(err, sse.ErrLineTooLong) {
 		return "event too large"
 	}
 	var ne net.Error

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -183,7 +184,7 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if h.cfg.MultiTenant && owner == "" {
-		writeErr(w, r, h.log, errIdentityRequired)
+		writeErr(w, r, h.log, problem.ErrIdentityRequired)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxImportBytes))
@@ -193,7 +194,7 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 	}
 	var doc ExportDoc
 	if err := json.Unmarshal(body, &doc); err != nil {
-		writeErr(w, r, h.log, fmt.Errorf("%w: %v", errInvalidImport, err))
+		writeErr(w, r, h.log, fmt.Errorf("%w: %v", problem.ErrInvalidImport, err))
 		return
 	}
 	batches, err := validateImport(doc)
@@ -202,7 +203,7 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := h.store.Thread(ctx, threadID); err == nil {
-		writeErr(w, r, h.log, errThreadNotEmpty) // exists (ours or not: nothing is revealed beyond "not empty")
+		writeErr(w, r, h.log, problem.ErrThreadNotEmpty) // exists (ours or not: nothing is revealed beyond "not empty")
 		return
 	} else if !errors.Is(err, recorder.ErrThreadNotFound) {
 		writeErr(w, r, h.log, storeErr(err))
@@ -224,7 +225,7 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 		if _, err := h.store.CreateRun(ctx, run); err != nil {
 			undo()
 			if errors.Is(err, recorder.ErrThreadNotFound) || errors.Is(err, recorder.ErrRunAlreadyStarted) || errors.Is(err, recorder.ErrThreadRoomMismatch) {
-				err = errThreadNotEmpty // another writer got there first
+				err = problem.ErrThreadNotEmpty // another writer got there first
 			}
 			writeErr(w, r, h.log, storeErr(err))
 			return
@@ -247,7 +248,7 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 // each event's JSON (framed by the caller).
 func validateImport(doc ExportDoc) ([]recorder.Batch, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", errInvalidImport, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", problem.ErrInvalidImport, fmt.Sprintf(format, args...))
 	}
 	if doc.FormatVersion != ExportFormatVersion {
 		return nil, bad("formatVersion %d is not %d", doc.FormatVersion, ExportFormatVersion)
@@ -309,13 +310,13 @@ func (h *Handler) serveStop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if run.Status != recorder.StatusRunning {
-		writeErr(w, r, h.log, errRunNotRunning)
+		writeErr(w, r, h.log, problem.ErrRunNotRunning)
 		return
 	}
 	stopped := h.cfg.StopLocal != nil && h.cfg.StopLocal(th.ID, run.RunID)
 	if !stopped {
 		if h.leaser == nil {
-			writeErr(w, r, h.log, errRunNotRunning)
+			writeErr(w, r, h.log, problem.ErrRunNotRunning)
 			return
 		}
 		if err := h.leaser.RequestStop(ctx, th.ID, run.RunID); err != nil {

@@ -146,7 +146,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("POST "+p+"threads/{thread}/import", h.serveImport)
 	h.mux.HandleFunc("POST "+p+"threads/{thread}/runs/{run}/stop", h.serveStop)
 	h.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-		writeErr(w, r, h.log, errNoSuchEndpoint)
+		writeErr(w, r, h.log, problem.ErrNoSuchEndpoint)
 	})
 	return h, nil
 }
@@ -157,76 +157,18 @@ func (h *Handler) Prefix() string { return h.cfg.Prefix }
 // ServeHTTP routes the attach endpoints (see the package documentation).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// Errors of the attach endpoints, mapped to problems by problemFor.
-var (
-	errNoSuchEndpoint    = errors.New("no such endpoint")
-	errIdentityRequired  = errors.New("identity required")
-	errUnrecoverable     = errors.New("cannot resume exactly from this event id")
-	errCursorForeign     = errors.New("event id does not belong to this run")
-	errThreadNotEmpty    = errors.New("thread already has history")
-	errInvalidImport     = errors.New("invalid import document")
-	errRunNotRunning     = errors.New("run is not running")
-	errStoreUnavailable  = errors.New("store unavailable")
-	errLiveTailsDisabled = errors.New("the store cannot follow live runs")
-)
-
-// Problem codes specific to the attach endpoints.
+// Problem codes specific to the attach endpoints (the table is internal/problem's).
 const (
-	CodeUnrecoverablePosition = "UnrecoverablePosition"
-	CodeInvalidEventID        = "InvalidEventId"
-	CodeThreadNotEmpty        = "ThreadNotEmpty"
-	CodeInvalidImport         = "InvalidImport"
-	CodeRunNotRunning         = "RunNotRunning"
+	CodeUnrecoverablePosition = problem.CodeUnrecoverablePosition
+	CodeInvalidEventID        = problem.CodeInvalidEventID
+	CodeThreadNotEmpty        = problem.CodeThreadNotEmpty
+	CodeInvalidImport         = problem.CodeInvalidImport
+	CodeRunNotRunning         = problem.CodeRunNotRunning
 )
-
-func problemFor(err error) problem.Problem {
-	p := problem.New
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return p(http.StatusRequestEntityTooLarge, "BodyTooLarge", "Request body too large", "")
-	case errors.Is(err, errNoSuchEndpoint):
-		return p(http.StatusNotFound, "NotFound", "No such endpoint", "")
-	case errors.Is(err, errIdentityRequired):
-		return p(http.StatusUnauthorized, "IdentityRequired", "Identity required", "this proxy is multi-tenant: requests need an identity")
-	case errors.Is(err, recorder.ErrInvalidCursor), errors.Is(err, errCursorForeign):
-		return p(http.StatusBadRequest, CodeInvalidEventID, "Invalid event id", "the event id was not issued for this run or thread")
-	case errors.Is(err, agui.ErrInvalidID):
-		return p(http.StatusBadRequest, "InvalidId", "Invalid id", err.Error())
-	case errors.Is(err, errUnrecoverable):
-		return p(http.StatusGone, CodeUnrecoverablePosition, "Cannot resume exactly", "events after this id are no longer all stored (trimmed, lost or from an earlier epoch); attach to the thread for its full compacted history")
-	case errors.Is(err, errThreadNotEmpty):
-		return p(http.StatusConflict, CodeThreadNotEmpty, "Thread already has history", "import only into a thread that does not exist yet")
-	case errors.Is(err, errInvalidImport):
-		return p(http.StatusBadRequest, CodeInvalidImport, "Invalid import document", err.Error())
-	case errors.Is(err, errRunNotRunning):
-		return p(http.StatusConflict, CodeRunNotRunning, "Run is not running", "")
-	case errors.Is(err, recorder.ErrThreadRoomMismatch):
-		return p(http.StatusConflict, "ThreadRoomMismatch", "Thread belongs to another route", "this thread was created through another route")
-	case errors.Is(err, recorder.ErrThreadNotFound):
-		return p(http.StatusNotFound, "ThreadNotFound", "Thread not found", "")
-	case errors.Is(err, recorder.ErrRunNotFound):
-		return p(http.StatusNotFound, "RunNotFound", "Run not found", "")
-	case errors.Is(err, errLiveTailsDisabled):
-		return p(http.StatusNotImplemented, "LiveTailsUnsupported", "Live tails unsupported", "the configured store cannot follow live runs")
-	default:
-		return p(http.StatusServiceUnavailable, "StoreUnavailable", "Store unavailable", "the history could not be read; retry later")
-	}
-}
 
 // writeErr answers err as a problem and logs it once.
 func writeErr(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	if r.Context().Err() != nil {
-		return
-	}
-	pb := problemFor(err)
-	problem.Write(w, pb)
-	level := slog.LevelInfo
-	if pb.Status >= 500 {
-		level = slog.LevelWarn
-	}
-	log.LogAttrs(r.Context(), level, "attach request refused", slog.Int("status", pb.Status), slog.String("code", pb.Code),
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", err.Error()))
+	problem.Respond(w, r, log, err)
 }
 
 // access returns the thread if the caller may use it: it exists, belongs to the caller (a
@@ -243,7 +185,7 @@ func (h *Handler) access(ctx context.Context, r *http.Request, threadID string) 
 		}
 	}
 	if h.cfg.MultiTenant && owner == "" {
-		return recorder.Thread{}, errIdentityRequired
+		return recorder.Thread{}, problem.ErrIdentityRequired
 	}
 	th, err := h.store.Thread(ctx, threadID)
 	if err != nil {
@@ -275,15 +217,7 @@ func (h *Handler) accessRun(ctx context.Context, r *http.Request) (recorder.Thre
 	return th, run, nil
 }
 
-// storeErr keeps the store's sentinels and hides every other store error behind
-// errStoreUnavailable (problems never carry Redis errors or addresses).
-func storeErr(err error) error {
-	for _, s := range []error{recorder.ErrThreadNotFound, recorder.ErrRunNotFound, recorder.ErrNotFound, agui.ErrInvalidID, context.Canceled, context.DeadlineExceeded} {
-		if errors.Is(err, s) {
-			return err
-		}
-	}
-	return fmt.Errorf("%w: %w", errStoreUnavailable, err)
-}
+// storeErr hides every store error that is not a sentinel behind problem.ErrStoreUnavailable.
+func storeErr(err error) error { return problem.StoreErr(err) }
 
 var _ http.Handler = (*Handler)(nil)

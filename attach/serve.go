@@ -11,6 +11,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -211,16 +212,16 @@ func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
 	if hasCursor {
 		switch {
 		case cursor.RunID != run.RunID:
-			writeErr(w, r, h.log, errCursorForeign)
+			writeErr(w, r, h.log, problem.ErrCursorForeign)
 			return
 		case cursor.Epoch != run.Epoch || !run.Complete(cursor.Seq) ||
 			(cursor.Seq > run.LastSeq && run.Status != recorder.StatusRunning):
-			writeErr(w, r, h.log, errUnrecoverable)
+			writeErr(w, r, h.log, problem.ErrUnrecoverable)
 			return
 		}
 		after = cursor.Seq
 	} else if !run.Complete(0) {
-		writeErr(w, r, h.log, errUnrecoverable)
+		writeErr(w, r, h.log, problem.ErrUnrecoverable)
 		return
 	}
 	h.cfg.Metrics.StreamStarted("run")
@@ -260,7 +261,7 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		return
 	}
 	if cursor.RunID != run.RunID {
-		writeErr(w, r, h.log, fmt.Errorf("%w: it names run %q", errCursorForeign, cursor.RunID))
+		writeErr(w, r, h.log, fmt.Errorf("%w: it names run %q", problem.ErrCursorForeign, cursor.RunID))
 		return
 	}
 	failed, cut := "", min(cursor.Seq, run.LastSeq)

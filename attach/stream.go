@@ -14,6 +14,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -217,7 +218,7 @@ func cursorString(c recorder.Cursor) string {
 // spans, when not nil, holds the ephemeral spans open at afterSeq that the prelude left out.
 func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSeq int64, spans *ephemeralSpans) (int64, error) {
 	if h.follower == nil {
-		return afterSeq, errLiveTailsDisabled
+		return afterSeq, problem.ErrLiveTailsUnsupported
 	}
 	sub, err := h.follower.Follow(ctx, run.ThreadID, run.RunID, afterSeq)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/attach"
+	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -155,11 +156,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.cfg.IdentityHeader != "" && owner == "" {
-		h.fail(w, r, errIdentityRequired)
+		h.fail(w, r, problem.ErrIdentityRequired)
 		return
 	}
 	if h.draining.Load() {
-		h.fail(w, r, errShuttingDown)
+		h.fail(w, r, problem.ErrShuttingDown)
 		return
 	}
 	h.serveRun(w, r, in, owner)
@@ -236,7 +237,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 		parent = th.LatestRunID
 	}
 	if th.LatestRunID != "" && th.LatestRunID != in.RunID && !h.cfg.AllowConcurrentRuns && h.runInProgress(ctx, in.ThreadID, th.LatestRunID) {
-		h.fail(w, r, errThreadBusy)
+		h.fail(w, r, recorder.ErrThreadBusy)
 		return
 	}
 	now := time.Now()
@@ -354,29 +355,17 @@ func inboundFrom(out *http.Request) context.Context {
 
 // errorHandler answers upstream failures before the response started.
 func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	h.fail(w, r, err)
+	h.fail(w, r, problem.Upstream(err))
 }
 
 // fail writes the problem for err and logs it once.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
-		// The client is gone: nothing can be written. Logged as 499 like other proxies.
-		h.log.LogAttrs(r.Context(), slog.LevelInfo, "client closed the request", slog.Int("status", 499),
-			slog.String("path", r.URL.Path), slog.Any("err", err))
-		return
-	}
-	pb := writeProblem(w, err)
-	level := slog.LevelInfo
-	if pb.Status >= 500 {
-		level = slog.LevelWarn
-	}
-	h.log.LogAttrs(r.Context(), level, "request refused", slog.Int("status", pb.Status), slog.String("code", pb.Code),
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", err.Error()))
+	problem.Respond(w, r, h.log, err)
 }
 
 func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
 	h.log.LogAttrs(r.Context(), slog.LevelError, "store unavailable", slog.Any("err", err))
-	h.fail(w, r, errStoreUnavailable)
+	h.fail(w, r, problem.ErrStoreUnavailable)
 }
 
 func isStoreSentinel(err error) bool {
@@ -456,7 +445,7 @@ func (h *Handler) ActiveRuns() int { return int(h.runs.live.Load()) }
 // Ready reports whether the handler accepts new runs: not draining, store reachable.
 func (h *Handler) Ready(ctx context.Context) error {
 	if h.draining.Load() {
-		return errShuttingDown
+		return problem.ErrShuttingDown
 	}
 	return h.store.Ping(ctx)
 }

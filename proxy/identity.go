@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/agui-proxy/agui-proxy/internal/problem"
 )
 
 // maxIdentityBytes bounds the identity value stored as a thread's owner.
@@ -38,11 +40,11 @@ func (h *Handler) identity(r *http.Request) (string, error) {
 	case len(values) == 0:
 		return "", nil
 	case len(values) > 1:
-		return "", fmt.Errorf("%w: %s sent more than once", errInvalidIdentity, name)
+		return "", fmt.Errorf("%w: %s sent more than once", problem.ErrInvalidIdentity, name)
 	}
 	v := strings.TrimSpace(values[0])
 	if v == "" || len(v) > maxIdentityBytes || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return "", fmt.Errorf("%w: %s has an empty, oversized or non-printable value", errInvalidIdentity, name)
+		return "", fmt.Errorf("%w: %s has an empty, oversized or non-printable value", problem.ErrInvalidIdentity, name)
 	}
 	return v, nil
 }

@@ -16,6 +16,9 @@ import (
 var (
 	// ErrRunAlreadyStarted: CreateRun for a run id the thread already has.
 	ErrRunAlreadyStarted = errors.New("run already started")
+	// ErrThreadBusy: a new run on a thread whose latest run is still running on a live
+	// replica.
+	ErrThreadBusy = errors.New("thread has a run in progress")
 	// ErrThreadRoomMismatch: the thread was created through another route (room).
 	ErrThreadRoomMismatch = errors.New("thread belongs to another route")
 	// ErrThreadNotFound: no such thread, or it belongs to another identity (the two are

@@ -1,40 +1,140 @@
 #!/usr/bin/env bash
-# Load profiles of the issues, direct vs through the proxy, on loopback only. Each proxy
-# configuration is started fresh (its peak RSS and CPU are per configuration). Needs
-# redis-server for the Redis rows; a private one is started on a free port.
-# Usage: scripts/loadtest.sh [profile...]   profiles: c1 c100 c50 (default: all)
+# Load profiles, on loopback only: the demo agent direct, a plain httputil.ReverseProxy
+# (agui-bench -plain-proxy), nginx when installed, and agui-proxy in each configuration of
+# $CONFIGS. Every proxy is started fresh per profile, so its peak RSS and CPU are that
+# profile's. A private redis-server is started on a free port for the Redis configurations.
+#
+# Usage: scripts/loadtest.sh [profile...]
+#   c1        1 stream, 2,000 events at 1 ms
+#   c100      100 streams × 200 events at 5 ms
+#   c50       50 streams × 10,000 events, no pause (throughput; every event recorded)
+#   soak      $SOAK_C streams (default 9,900) × 60 events at 1 s, opened over 20 s
+#   fanout1   1 run × 1,000 attachers (run attach), 60 events at 1 s
+#   fanout5   1,000 runs × 5 attachers each
+#   fanout2r  fanout5 with the attachers on a second replica on the same Redis
+# Default: c1 c100 c50. Environment: CONFIGS (default "redis-async memory"; also norecord,
+# redis-sync), OUT (directory for the JSON reports, default bin/loadtest), SOAK_C.
+# The proxy holds 2 descriptors per stream: the soak needs `ulimit -n` above 2 × SOAK_C; the
+# script raises the soft limit to the hard one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go build -o bin/ ./cmd/demo-agent ./cmd/agui-proxy ./cmd/agui-bench
+ulimit -n "$(ulimit -Hn)"
 profiles=${*:-c1 c100 c50}
-agent_port=18700; proxy_port=18701; redis_port=18702
+configs=${CONFIGS:-redis-async memory}
+out=${OUT:-bin/loadtest}
+soak_c=${SOAK_C:-9900}
+mkdir -p "$out"
+agent_port=18700; proxy_port=18701; redis_port=18702; plain_port=18703; nginx_port=18704; replica_port=18705
 DEMO_LISTEN=127.0.0.1:$agent_port DEMO_LOG_LEVEL=warn ./bin/demo-agent & agent=$!
-redis-server --port $redis_port --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null & redis=$!
-trap 'kill $agent $redis 2>/dev/null; [ -n "${px:-}" ] && kill $px 2>/dev/null; wait 2>/dev/null' EXIT
+redis-server --port $redis_port --bind 127.0.0.1 --save "" --appendonly no --daemonize no --maxclients 20000 >/dev/null & redis=$!
+px=; px2=
+cleanup() {
+  local q
+  for q in $px $px2 $agent $redis; do kill "$q" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
 sleep 1
+
 args() {
   case $1 in
     c1) echo "-c 1 -events 2000 -interval 1ms" ;;
     c100) echo "-c 100 -events 200 -interval 5ms" ;;
     c50) echo "-c 50 -events 10000 -interval 0" ;;
+    soak) echo "-c $soak_c -events 60 -interval 1s -ramp 20s -duration 5m" ;;
+    fanout1) echo "-c 1 -attach 1000 -events 60 -interval 1s -ramp 10s" ;;
+    fanout5|fanout2r) echo "-c 1000 -attach 5 -events 60 -interval 1s -ramp 15s -duration 5m" ;;
+    *) echo "unknown profile $1" >&2; exit 2 ;;
   esac
 }
-run_proxy() { # name, env...
-  local name=$1; shift
-  env AGUI_UPSTREAM=http://127.0.0.1:$agent_port AGUI_LISTEN=127.0.0.1:$proxy_port AGUI_LOG_LEVEL=warn \
-    AGUI_RECORDER_BUFFER=1000000 "$@" ./bin/agui-proxy & px=$!
-  sleep 1
+
+start_proxy() { # port, env... ; sets px (or px2 for the replica port)
+  local port=$1; shift
+  env AGUI_UPSTREAM=http://127.0.0.1:$agent_port AGUI_LISTEN=127.0.0.1:$port AGUI_LOG_LEVEL=error "$@" ./bin/agui-proxy &
+  if [ "$port" = "$replica_port" ]; then px2=$!; else px=$!; fi
+  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return; sleep 0.2; done
 }
+
+stop_proxies() {
+  local q
+  for q in $px $px2; do kill "$q" 2>/dev/null || true; wait "$q" 2>/dev/null || true; done
+  px=; px2=
+  redis-cli -p $redis_port flushall >/dev/null
+}
+
+bench() { # name profile url pid [extra...]
+  local name=$1 p=$2 url=$3 pid=$4; shift 4
+  echo "== profile $p: $name"
+  ./bin/agui-bench -url "$url" $(args "$p") -pid "$pid" -redis 127.0.0.1:$redis_port -json "$@" >"$out/$p-$name.json" || true
+  jq -r '"runs \(.runs_completed)/\(.runs) refused \(.refused) cut \(.cut) | p50 \(.latency.p50_ms)ms p99 \(.latency.p99_ms)ms first-event p99 \(.time_to_first_event.p99_ms)ms | " +
+    (if .target then "cpu \(.target.cpu_us_per_event|floor)us/event rss \(.target.rss_per_stream_bytes/1024|floor)KiB/stream peak \(.target.peak_rss_bytes/1048576|floor)MiB fds \(.target.peak_fds) | " else "" end) +
+    "redis \(.redis.commands_per_event // 0 | .*1000|floor/1000) cmd/event | \(.events_per_second|floor) ev/s" +
+    (if .fanout then " | fan-out \(.fanout.completed)/\(.fanout.attachers) \(.fanout.rss_per_attacher_bytes/1024|floor)KiB/attacher \(.fanout.cpu_us_per_delivered_event*100|floor/100)us/delivered p99 \(.fanout.latency.p99_ms)ms" else "" end) +
+    (if (.errors|length) > 0 then " | errors \(.errors)" else "" end)' "$out/$p-$name.json"
+}
+
+nginx_conf() {
+  cat <<EOF
+daemon off; master_process off; worker_rlimit_nofile 20000; error_log /dev/null crit; pid $out/nginx.pid;
+events { worker_connections 20000; }
+http {
+  access_log off;
+  upstream agent { server 127.0.0.1:$agent_port; keepalive 256; }
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location / {
+      proxy_pass http://agent; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_buffering off; proxy_cache off; proxy_read_timeout 1h;
+    }
+  }
+}
+EOF
+}
+
+cfg_env() { # config name -> KEY=value words
+  case $1 in
+    memory) ;; norecord) echo "AGUI_RECORD=false" ;;
+    redis-async) echo "AGUI_REDIS_URL=redis://127.0.0.1:$redis_port/0" ;;
+    redis-sync) echo "AGUI_REDIS_URL=redis://127.0.0.1:$redis_port/0 AGUI_DURABILITY=sync" ;;
+    *) echo "unknown config $1" >&2; exit 2 ;;
+  esac
+}
+
 for p in $profiles; do
-  echo "== profile $p: direct"
-  ./bin/agui-bench -url http://127.0.0.1:$agent_port/ $(args $p) -pid $agent
-  for cfg in "memory" "norecord AGUI_RECORD=false" "redis-async AGUI_REDIS_URL=redis://127.0.0.1:$redis_port/0" \
-             "redis-sync AGUI_REDIS_URL=redis://127.0.0.1:$redis_port/0 AGUI_DURABILITY=sync"; do
-    set -- $cfg; name=$1; shift
-    run_proxy "$name" "$@"
-    echo "== profile $p: proxy $name"
-    ./bin/agui-bench -url http://127.0.0.1:$proxy_port/ $(args $p) -pid $px
-    kill $px; wait $px 2>/dev/null || true; px=
-    redis-cli -p $redis_port flushall >/dev/null
+  case $p in
+  fanout*)
+    for cfg in $configs; do
+      [ "$cfg" = norecord ] && continue # nothing to attach to
+      [ "$p" = fanout2r ] && [ "${cfg#redis-}" = "$cfg" ] && continue # replicas share only Redis
+      read -ra env <<<"$(cfg_env "$cfg")"
+      start_proxy $proxy_port "${env[@]}"
+      extra=()
+      if [ "$p" = fanout2r ]; then
+        start_proxy $replica_port "${env[@]}"
+        extra=(-attach-url "http://127.0.0.1:$replica_port")
+      fi
+      bench "proxy-$cfg" "$p" "http://127.0.0.1:$proxy_port/" "$px" "${extra[@]}"
+      stop_proxies
+    done
+    continue ;;
+  esac
+  bench direct "$p" "http://127.0.0.1:$agent_port/" "$agent"
+  ./bin/agui-bench -url "http://127.0.0.1:$agent_port/" -plain-proxy "127.0.0.1:$plain_port" & px=$!
+  sleep 1
+  bench plain-httputil "$p" "http://127.0.0.1:$plain_port/" "$px"
+  stop_proxies
+  if command -v nginx >/dev/null; then
+    nginx_conf >"$out/nginx.conf"
+    nginx -c "$(realpath "$out/nginx.conf")" & px=$!
+    sleep 1
+    bench nginx "$p" "http://127.0.0.1:$nginx_port/" "$px"
+    stop_proxies
+  fi
+  for cfg in $configs; do
+    read -ra env <<<"$(cfg_env "$cfg")"
+    start_proxy $proxy_port "${env[@]}"
+    bench "proxy-$cfg" "$p" "http://127.0.0.1:$proxy_port/" "$px"
+    stop_proxies
   done
 done

@@ -36,6 +36,22 @@ type options struct {
 	JSON        bool
 	AllowRemote bool
 	MaxEvent    int
+	// Ramp spreads the opening of the C runs evenly over this long (soak mode); 0 opens them
+	// all at once.
+	Ramp time.Duration
+	// Attach is the number of attachers per run (fan-out mode): each opens the run attach
+	// stream once the run has started and reads it to its end.
+	Attach int
+	// AttachURLs are the proxies the attachers connect to, round robin (default: the URL's
+	// origin). Two proxies on one Redis measure cross-replica fan-out.
+	AttachURLs []string
+	// AttachPrefix is the proxies' attach prefix.
+	AttachPrefix string
+	// Redis is a host:port whose INFO total_commands_processed is read before and after.
+	Redis string
+	// PlainProxy, when set, serves a plain httputil.ReverseProxy to URL on this address
+	// instead of running a bench (the baseline of scripts/loadtest.sh).
+	PlainProxy string
 }
 
 // checkTarget parses the URL and refuses anything but http(s) to a loopback host, unless
@@ -86,6 +102,12 @@ type target struct {
 	CPUSeconds      float64 `json:"cpu_seconds"`
 	CPUMicrosPerEvt float64 `json:"cpu_us_per_event"`
 	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
+	// StartRSSBytes is VmRSS before the first stream opened.
+	StartRSSBytes int64 `json:"start_rss_bytes"`
+	// RSSPerStreamBytes is (peak - start) / streams (runs plus attachers).
+	RSSPerStreamBytes int64 `json:"rss_per_stream_bytes"`
+	// PeakFDs is the largest number of open descriptors sampled.
+	PeakFDs int `json:"peak_fds"`
 }
 
 // result is the bench report.
@@ -106,6 +128,13 @@ type result struct {
 	DurationHit     bool           `json:"duration_limit_hit"`
 	Target          *target        `json:"target,omitempty"`
 	ClientCPU       float64        `json:"client_cpu_seconds"`
+	// Refused counts runs that got no event stream (an HTTP error status or no connection);
+	// Cut counts runs whose stream started but ended without RUN_FINISHED.
+	Refused int       `json:"refused"`
+	Cut     int       `json:"cut"`
+	RampMs  int       `json:"ramp_ms"`
+	Fanout  *fanout   `json:"fanout,omitempty"`
+	Redis   *redisUse `json:"redis,omitempty"`
 }
 
 // runStats is what one run saw.
@@ -115,10 +144,12 @@ type runStats struct {
 	ttfe      int64   // ns, -1 when no event arrived
 	finished  bool
 	err       string // "" when the run ended with RUN_FINISHED
+	refused   bool   // no event stream was opened
 }
 
 // bench runs the load and measures it. It returns when every run has ended, at the latest
-// at opts.Duration.
+// at opts.Duration. With Ramp the runs open evenly over that time (soak mode); with Attach,
+// once every run has started, Attach attachers per run open over the same ramp (fan-out mode).
 func bench(ctx context.Context, opts options) (*result, error) {
 	u, err := checkTarget(opts.URL, opts.AllowRemote)
 	if err != nil {
@@ -135,19 +166,57 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	defer client.CloseIdleConnections()
 
 	var cpu0, self0 float64
+	var smp *sampler
 	if opts.PID > 0 {
 		if cpu0, err = procCPU(opts.PID); err != nil {
 			return nil, fmt.Errorf("reading target cpu: %w", err)
 		}
+		if smp, err = startSampler(opts.PID, 250*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("reading target rss: %w", err)
+		}
+		defer smp.stop()
+	}
+	redis0, err := redisCommands(opts.Redis)
+	if err != nil {
+		return nil, err
 	}
 	self0, _ = procCPU(os.Getpid())
 
 	stats := make([]runStats, opts.C)
 	var wg sync.WaitGroup
+	var started sync.WaitGroup // each run: its first event, or its end
+	started.Add(opts.C)
 	start := time.Now()
 	tag := start.UnixNano()
-	for i := range opts.C {
-		wg.Go(func() { stats[i] = runOne(ctx, client, u.String(), opts, tag, i) })
+	ramped(ctx, opts.C, opts.Ramp, func(i int) {
+		wg.Go(func() { stats[i] = runOne(ctx, client, u.String(), opts, tag, i, started.Done) })
+	})
+	var fo *fanout
+	var atts []attachStats
+	if opts.Attach > 0 {
+		started.Wait()
+		fo = &fanout{PerRun: opts.Attach, Attachers: opts.C * opts.Attach, Errors: map[string]int{}}
+		if smp != nil {
+			fo.RSSBeforeBytes = smp.rssNow()
+		}
+		atts = make([]attachStats, fo.Attachers)
+		var attached sync.WaitGroup
+		attached.Add(fo.Attachers)
+		bases := opts.AttachURLs
+		if len(bases) == 0 {
+			bases = []string{u.Scheme + "://" + u.Host}
+		}
+		ramped(ctx, fo.Attachers, opts.Ramp, func(j int) {
+			i, base := j%opts.C, bases[j%len(bases)]
+			wg.Go(func() {
+				atts[j] = attachOne(ctx, client, base, opts.AttachPrefix, benchThread(tag, i), benchRun(tag, i), opts, attached.Done)
+			})
+		})
+		attached.Wait()
+		if smp != nil {
+			fo.RSSAfterBytes = smp.rssNow()
+			fo.RSSPerAttacherBytes = (fo.RSSAfterBytes - fo.RSSBeforeBytes) / int64(fo.Attachers)
+		}
 	}
 	wg.Wait()
 	wall := time.Since(start)
@@ -156,6 +225,7 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		URL: u.String(), Scenario: opts.Scenario, Concurrency: opts.C, EventsPerRun: opts.Events,
 		IntervalMs: int(opts.Interval / time.Millisecond), Runs: opts.C, WallSeconds: wall.Seconds(),
 		Errors: map[string]int{}, DurationHit: ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded),
+		RampMs: int(opts.Ramp / time.Millisecond), Fanout: fo,
 	}
 	var lat, ttfe []int64
 	for _, s := range stats {
@@ -164,16 +234,45 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		if s.ttfe >= 0 {
 			ttfe = append(ttfe, s.ttfe)
 		}
+		switch {
+		case s.err == "":
+			res.RunsCompleted++
+		case s.refused:
+			res.Refused++
+		default:
+			res.Cut++
+		}
 		if s.err != "" {
 			res.Errors[s.err]++
-		} else {
-			res.RunsCompleted++
 		}
 	}
 	res.EventsPerSecond = float64(res.Events) / wall.Seconds()
 	res.Latency, res.FirstEvent = summarize(lat), summarize(ttfe)
+	if fo != nil {
+		var alat []int64
+		for _, a := range atts {
+			fo.Events += a.events
+			alat = append(alat, a.latencies...)
+			if a.err == "" {
+				fo.Completed++
+			} else {
+				fo.Errors[a.err]++
+			}
+		}
+		fo.Latency = summarize(alat)
+	}
 	if self1, err := procCPU(os.Getpid()); err == nil {
 		res.ClientCPU = self1 - self0
+	}
+	if opts.Redis != "" {
+		redis1, err := redisCommands(opts.Redis)
+		if err != nil {
+			return nil, err
+		}
+		res.Redis = &redisUse{Commands: redis1 - redis0 - 1} // minus our own INFO
+		if res.Events > 0 {
+			res.Redis.PerEvent = float64(res.Redis.Commands) / float64(res.Events)
+		}
 	}
 	if opts.PID > 0 {
 		cpu1, err := procCPU(opts.PID)
@@ -184,23 +283,58 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		if res.Events > 0 {
 			t.CPUMicrosPerEvt = t.CPUSeconds / float64(res.Events) * 1e6
 		}
+		if fo != nil && res.Events+fo.Events > 0 {
+			fo.CPUMicrosPerDelivered = t.CPUSeconds / float64(res.Events+fo.Events) * 1e6
+		}
 		if t.PeakRSSBytes, err = procPeakRSS(opts.PID); err != nil {
 			return nil, fmt.Errorf("reading target rss: %w", err)
 		}
+		smp.stop()
+		t.StartRSSBytes, t.PeakFDs = smp.startRSS, smp.peakFDs()
+		streams := int64(opts.C)
+		if fo != nil {
+			streams += int64(fo.Attachers)
+		}
+		t.RSSPerStreamBytes = (t.PeakRSSBytes - t.StartRSSBytes) / streams
 		res.Target = t
 	}
 	return res, nil
 }
 
+// ramped calls open(i) for i in [0, n), spreading the calls evenly over ramp (all at once
+// when ramp is 0). It stops early when ctx ends.
+func ramped(ctx context.Context, n int, ramp time.Duration, open func(i int)) {
+	t0 := time.Now()
+	for i := range n {
+		if ramp > 0 {
+			at := t0.Add(ramp * time.Duration(i) / time.Duration(n))
+			if d := time.Until(at); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+				}
+			}
+		}
+		open(i)
+	}
+}
+
+// benchThread and benchRun are the ids of run i of the bench started at tag.
+func benchThread(tag int64, i int) string { return fmt.Sprintf("bench-thread-%d-%d", tag, i) }
+func benchRun(tag int64, i int) string    { return fmt.Sprintf("bench-%d-%d", tag, i) }
+
 // runOne performs one run and reads its stream to the end.
-func runOne(ctx context.Context, client *http.Client, target string, opts options, tag int64, i int) runStats {
+// started is called once: at the first event, or when the run ends without one.
+func runOne(ctx context.Context, client *http.Client, target string, opts options, tag int64, i int, started func()) runStats {
 	st := runStats{ttfe: -1, latencies: make([]int64, 0, min(opts.Events, 1<<20))}
+	var once sync.Once
+	defer once.Do(started)
 	props := map[string]any{"scenario": opts.Scenario, "events": opts.Events, "intervalMs": opts.Interval.Milliseconds()}
 	if opts.Size > 0 {
 		props["size"] = opts.Size
 	}
 	body, _ := json.Marshal(map[string]any{
-		"threadId": fmt.Sprintf("bench-thread-%d", i), "runId": fmt.Sprintf("bench-%d-%d", tag, i),
+		"threadId": benchThread(tag, i), "runId": benchRun(tag, i),
 		"state": map[string]any{}, "messages": []any{}, "tools": []any{}, "context": []any{},
 		"forwardedProps": props,
 	})
@@ -214,13 +348,13 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 	req.Header.Set("Accept", "text/event-stream")
 	res, err := client.Do(req)
 	if err != nil {
-		st.err = classify(ctx, err)
+		st.err, st.refused = classify(ctx, err), true
 		return st
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
-		st.err = fmt.Sprintf("http status %d", res.StatusCode)
+		st.err, st.refused = fmt.Sprintf("http status %d", res.StatusCode), true
 		return st
 	}
 	r := sse.NewReader(res.Body, sse.Limits{MaxLineBytes: opts.MaxEvent, MaxFrameBytes: opts.MaxEvent})
@@ -243,6 +377,7 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 		ev := f.Data
 		if st.events == 0 {
 			st.ttfe = int64(now.Sub(start))
+			once.Do(started)
 		}
 		st.events++
 		if ns, ok := sentNs(ev); ok {

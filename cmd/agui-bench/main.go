@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -30,6 +31,14 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		fmt.Fprintln(stderr, "agui-bench:", err)
 		return 2
+	}
+	if opts.PlainProxy != "" {
+		u, _ := checkTarget(opts.URL, opts.AllowRemote)
+		if err := servePlainProxy(ctx, opts.PlainProxy, u); err != nil {
+			fmt.Fprintln(stderr, "agui-bench:", err)
+			return 1
+		}
+		return 0
 	}
 	res, err := bench(ctx, opts)
 	if err != nil {
@@ -66,8 +75,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a non-loopback target")
 	fs.IntVar(&o.MaxEvent, "max-event", 16<<20, "largest event accepted, bytes")
+	fs.DurationVar(&o.Ramp, "ramp", 0, "soak mode: open the runs evenly over this long (0 = all at once)")
+	fs.IntVar(&o.Attach, "attach", 0, "fan-out mode: attachers per run, opened once every run started (0..10000)")
+	attachURLs := fs.String("attach-url", "", "comma-separated proxy origins the attachers use, round robin (default: -url's origin)")
+	fs.StringVar(&o.AttachPrefix, "attach-prefix", "/agui/", "the proxies' attach prefix")
+	fs.StringVar(&o.Redis, "redis", "", "host:port of a Redis whose commands are counted (INFO stats)")
+	fs.StringVar(&o.PlainProxy, "plain-proxy", "", "serve a plain httputil.ReverseProxy to -url on this address instead of benching")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if *attachURLs != "" {
+		for a := range strings.SplitSeq(*attachURLs, ",") {
+			o.AttachURLs = append(o.AttachURLs, strings.TrimRight(strings.TrimSpace(a), "/"))
+		}
 	}
 	var errs []error
 	if o.URL == "" {
@@ -86,6 +106,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("-duration %v: want > 0", o.Duration))
+	}
+	if o.Ramp < 0 || o.Ramp > time.Hour {
+		errs = append(errs, fmt.Errorf("-ramp %v: want 0..1h", o.Ramp))
+	}
+	if o.Attach < 0 || o.C*o.Attach > 20000 {
+		errs = append(errs, fmt.Errorf("-attach %d: want 0.. with -c × -attach at most 20000", o.Attach))
+	}
+	for _, a := range o.AttachURLs {
+		if _, err := checkTarget(a, o.AllowRemote); err != nil {
+			errs = append(errs, fmt.Errorf("-attach-url: %w", err))
+		}
+	}
+	if !strings.HasPrefix(o.AttachPrefix, "/") || !strings.HasSuffix(o.AttachPrefix, "/") {
+		errs = append(errs, fmt.Errorf("-attach-prefix %q: want /.../", o.AttachPrefix))
 	}
 	if o.PID < 0 || o.Size < 0 || o.MaxEvent < 1 {
 		errs = append(errs, errors.New("-pid, -size and -max-event must not be negative"))
@@ -106,9 +140,23 @@ func printText(w io.Writer, r *result) {
 	fmt.Fprintf(w, "latency     p50 %.3fms  p90 %.3fms  p99 %.3fms  max %.3fms  (%d stamped events)\n",
 		r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max, r.Latency.Count)
 	fmt.Fprintf(w, "first event p50 %.3fms  p99 %.3fms\n", r.FirstEvent.P50, r.FirstEvent.P99)
+	fmt.Fprintf(w, "refused     %d  cut %d  (ramp %dms)\n", r.Refused, r.Cut, r.RampMs)
 	if r.Target != nil {
-		fmt.Fprintf(w, "target pid  %d: cpu %.3fs (%.2fus/event), peak rss %.1f MiB\n",
-			r.Target.PID, r.Target.CPUSeconds, r.Target.CPUMicrosPerEvt, float64(r.Target.PeakRSSBytes)/(1<<20))
+		fmt.Fprintf(w, "target pid  %d: cpu %.3fs (%.2fus/event), peak rss %.1f MiB (start %.1f MiB, %.1f KiB/stream), peak fds %d\n",
+			r.Target.PID, r.Target.CPUSeconds, r.Target.CPUMicrosPerEvt, float64(r.Target.PeakRSSBytes)/(1<<20),
+			float64(r.Target.StartRSSBytes)/(1<<20), float64(r.Target.RSSPerStreamBytes)/1024, r.Target.PeakFDs)
+	}
+	if f := r.Fanout; f != nil {
+		fmt.Fprintf(w, "fan-out     %d attachers (%d/run): %d completed, %d events, p50 %.3fms p99 %.3fms\n",
+			f.Attachers, f.PerRun, f.Completed, f.Events, f.Latency.P50, f.Latency.P99)
+		fmt.Fprintf(w, "fan-out mem rss %.1f -> %.1f MiB: %.1f KiB/attacher; cpu %.2fus/delivered event\n",
+			float64(f.RSSBeforeBytes)/(1<<20), float64(f.RSSAfterBytes)/(1<<20), float64(f.RSSPerAttacherBytes)/1024, f.CPUMicrosPerDelivered)
+		for k, n := range f.Errors {
+			fmt.Fprintf(w, "fan-out err %d × %s\n", n, k)
+		}
+	}
+	if r.Redis != nil {
+		fmt.Fprintf(w, "redis       %d commands, %.3f per event\n", r.Redis.Commands, r.Redis.PerEvent)
 	}
 	fmt.Fprintf(w, "bench cpu   %.3fs\n", r.ClientCPU)
 	if len(r.Errors) == 0 {

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/sse"
+)
+
+// fanout is what the attachers of fan-out mode saw.
+type fanout struct {
+	PerRun    int            `json:"attachers_per_run"`
+	Attachers int            `json:"attachers"`
+	Completed int            `json:"completed"`
+	Events    int64          `json:"events"`
+	Latency   summary        `json:"latency"`
+	Errors    map[string]int `json:"errors"`
+	// RSSBeforeBytes is the target's VmRSS once every run had started, before the first
+	// attacher; RSSAfterBytes once every attacher had its first event.
+	RSSBeforeBytes int64 `json:"rss_before_bytes"`
+	RSSAfterBytes  int64 `json:"rss_after_bytes"`
+	// RSSPerAttacherBytes is (after - before) / attachers: the memory of one attached follower.
+	RSSPerAttacherBytes int64 `json:"rss_per_attacher_bytes"`
+	// CPUMicrosPerDelivered is the target's CPU divided by every event it delivered (to the
+	// POSTing clients and to the attachers).
+	CPUMicrosPerDelivered float64 `json:"cpu_us_per_delivered_event"`
+}
+
+// redisUse is the Redis commands the load cost.
+type redisUse struct {
+	Commands int64   `json:"commands"`
+	PerEvent float64 `json:"commands_per_event"` // per event the POSTing clients received
+}
+
+// attachStats is what one attacher saw.
+type attachStats struct {
+	events    int64
+	latencies []int64
+	err       string
+}
+
+// attachOne opens the run attach stream of threadID/runID on base and reads it to the run's
+// end. attached is called once: at the first event, or when the stream ends without one.
+func attachOne(ctx context.Context, client *http.Client, base, prefix, threadID, runID string, opts options, attached func()) attachStats {
+	var st attachStats
+	var once sync.Once
+	defer once.Do(attached)
+	target := base + prefix + "threads/" + url.PathEscape(threadID) + "/runs/" + url.PathEscape(runID) + "/events"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		st.err = "request: " + err.Error()
+		return st
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := client.Do(req)
+	if err != nil {
+		st.err = classify(ctx, err)
+		return st
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		st.err = fmt.Sprintf("http status %d", res.StatusCode)
+		if code := problemCode(b); code != "" {
+			st.err += " " + code
+		}
+		return st
+	}
+	r := sse.NewReader(res.Body, sse.Limits{MaxLineBytes: opts.MaxEvent, MaxFrameBytes: opts.MaxEvent})
+	for {
+		f, err := r.Next()
+		now := time.Now()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				st.err = "stream ended without RUN_FINISHED"
+			} else {
+				st.err = classify(ctx, err)
+			}
+			return st
+		}
+		if !f.HasData {
+			continue
+		}
+		once.Do(attached)
+		st.events++
+		if ns, ok := sentNs(f.Data); ok {
+			st.latencies = append(st.latencies, now.UnixNano()-ns)
+		}
+		switch typ, _ := agui.EventType(f.Data); typ {
+		case agui.RunFinished:
+			return st
+		case agui.RunError:
+			st.err = "RUN_ERROR event"
+			return st
+		}
+	}
+}
+
+// problemCode returns the "code" member of a problem+json body, or "".
+func problemCode(body []byte) string {
+	var p struct {
+		Code string `json:"code"`
+	}
+	json.Unmarshal(body, &p)
+	return p.Code
+}
+
+// sampler reads a process's resident set size and open descriptors periodically.
+type sampler struct {
+	pid      int
+	startRSS int64
+	done     chan struct{}
+	exited   chan struct{}
+	once     sync.Once
+
+	mu    sync.Mutex
+	fds   int
+	rss   int64
+	fdErr error
+}
+
+// startSampler reads pid's VmRSS now, then samples it and its descriptors every period until
+// stop.
+func startSampler(pid int, period time.Duration) (*sampler, error) {
+	s := &sampler{pid: pid, done: make(chan struct{}), exited: make(chan struct{})}
+	rss, err := procRSS(pid)
+	if err != nil {
+		return nil, err
+	}
+	s.startRSS, s.rss = rss, rss
+	go func() {
+		defer close(s.exited)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			s.sample()
+			select {
+			case <-s.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s, nil
+}
+
+func (s *sampler) sample() {
+	n, err := countFDs(s.pid)
+	rss, rerr := procRSS(s.pid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.fdErr = err
+	} else {
+		s.fds = max(s.fds, n)
+	}
+	if rerr == nil {
+		s.rss = rss
+	}
+}
+
+// rssNow samples and returns the current VmRSS.
+func (s *sampler) rssNow() int64 {
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rss
+}
+
+// peakFDs returns the largest descriptor count sampled (-1 when /proc/PID/fd is unreadable).
+func (s *sampler) peakFDs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fdErr != nil && s.fds == 0 {
+		return -1
+	}
+	return s.fds
+}
+
+func (s *sampler) stop() {
+	s.once.Do(func() { close(s.done) })
+	<-s.exited
+}
+
+// procRSS returns VmRSS, the current resident set size of process pid, in bytes.
+func procRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatusKB(b, "VmRSS:")
+}
+
+// countFDs returns the number of open descriptors of process pid.
+func countFDs(pid int) (int, error) {
+	d, err := os.Open(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	n := 0
+	for {
+		names, err := d.Readdirnames(4096)
+		n += len(names)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// redisCommands returns the total_commands_processed of the Redis server at addr (0 when addr
+// is empty). It speaks just enough RESP for one INFO command.
+func redisCommands(addr string) (int64, error) {
+	if addr == "" {
+		return 0, nil
+	}
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("redis %s: %w", addr, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n"); err != nil {
+		return 0, fmt.Errorf("redis %s: %w", addr, err)
+	}
+	return parseInfoCommands(bufio.NewReader(c))
+}
+
+// parseInfoCommands reads an INFO reply (a RESP bulk string) and returns its
+// total_commands_processed.
+func parseInfoCommands(r *bufio.Reader) (int64, error) {
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return 0, fmt.Errorf("redis INFO: %w", err)
+	}
+	if !strings.HasPrefix(head, "$") {
+		return 0, fmt.Errorf("redis INFO: reply %q, want a bulk string", strings.TrimSpace(head))
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil || n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("redis INFO: bulk length %q", strings.TrimSpace(head))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, fmt.Errorf("redis INFO: %w", err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("redis INFO: no total_commands_processed")
+}
+
+// servePlainProxy serves a plain httputil.ReverseProxy to upstream on addr until ctx ends: the
+// baseline the proxy is compared with (flushes every write, like an SSE-aware proxy).
+func servePlainProxy(ctx context.Context, addr string, upstream *url.URL) error {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 1024, 256
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upstream); pr.SetXForwarded() },
+		Transport:     t,
+		FlushInterval: -1,
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

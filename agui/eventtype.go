@@ -56,26 +56,21 @@ func EventType(data []byte) (typ string, ok bool) {
 
 // internType avoids allocating for the event types the protocol defines.
 func internType(b []byte) string {
-	if s, ok := knownTypes[string(b)]; ok { // the compiler does not allocate for this lookup
+	if k := KindOfBytes(b); k != KindUnknown {
+		return k.String()
+	}
+	if s, ok := thinkingTypes[string(b)]; ok { // the compiler does not allocate for this lookup
 		return s
 	}
 	return string(b)
 }
 
-var knownTypes = func() map[string]string {
-	m := map[string]string{}
-	for _, t := range []string{RunStarted, RunFinished, RunError, StepStarted, StepFinished,
-		TextMessageStart, TextMessageContent, TextMessageEnd, TextMessageChunk,
-		ToolCallStart, ToolCallArgs, ToolCallEnd, ToolCallChunk, ToolCallResult,
-		StateSnapshot, StateDelta, MessagesSnapshot, ActivitySnapshot, ActivityDelta,
-		ReasoningStart, ReasoningMessageStart, ReasoningMessageContent, ReasoningMessageEnd,
-		ReasoningMessageChunk, ReasoningEnd, ReasoningEncryptedValue,
-		SubagentStarted, SubagentFinished, SubagentError, Raw, Custom,
-		ThinkingStart, ThinkingEnd, ThinkingTextMessageStart, ThinkingTextMessageContent, ThinkingTextMessageEnd} {
-		m[t] = t
-	}
-	return m
-}()
+// thinkingTypes are the retired type names that older agents still emit (not in Kind).
+var thinkingTypes = map[string]string{
+	ThinkingStart: ThinkingStart, ThinkingEnd: ThinkingEnd,
+	ThinkingTextMessageStart: ThinkingTextMessageStart, ThinkingTextMessageContent: ThinkingTextMessageContent,
+	ThinkingTextMessageEnd: ThinkingTextMessageEnd,
+}
 
 // plainASCII reports whether a quoted JSON string needs no decoding: no escapes and no
 // non-ASCII bytes (invalid UTF-8 decodes to U+FFFD, as in the client's TextDecoder).

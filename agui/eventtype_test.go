@@ -65,3 +65,22 @@ func BenchmarkEventType(b *testing.B) {
 		EventType(data)
 	}
 }
+
+func TestKindOf(t *testing.T) {
+	for k := KindUnknown + 1; k < NumKinds; k++ {
+		if got := KindOf(k.String()); got != k {
+			t.Errorf("KindOf(%q) = %v, want %v", k.String(), got, k)
+		}
+		if got := KindOfBytes([]byte(k.String())); got != k {
+			t.Errorf("KindOfBytes(%q) = %v, want %v", k.String(), got, k)
+		}
+	}
+	for _, s := range []string{"", "R", "RA", "RAX", ThinkingStart, "text_message_start", "TEXT_MESSAGE_STAR", "TEXT_MESSAGE_STARTX"} {
+		if got := KindOf(s); got != KindUnknown {
+			t.Errorf("KindOf(%q) = %v, want KindUnknown", s, got)
+		}
+	}
+	if KindUnknown.String() != "" || Kind(200).String() != "" {
+		t.Error("String of an unknown Kind is not empty")
+	}
+}

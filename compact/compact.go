@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/agui-proxy/agui-proxy/agui"
 )
 
 // Default limits (Options fields left zero take these; a negative value disables a limit).
@@ -64,12 +66,12 @@ func (o Options) ephemeral(t string) bool {
 
 // folded reports whether Compact folds an event type into the snapshots (everything that
 // changes messages or state) rather than passing it through.
-var folded = [numTypes]bool{
-	tTextMessageStart: true, tTextMessageContent: true, tTextMessageEnd: true, tTextMessageChunk: true,
-	tToolCallStart: true, tToolCallArgs: true, tToolCallEnd: true, tToolCallChunk: true, tToolCallResult: true,
-	tStateSnapshot: true, tStateDelta: true, tMessagesSnapshot: true, tActivitySnapshot: true, tActivityDelta: true,
-	tReasoningMessageStart: true, tReasoningMessageContent: true, tReasoningMessageEnd: true,
-	tReasoningMessageChunk: true, tReasoningEncryptedValue: true,
+var folded = [agui.NumKinds]bool{
+	agui.KindTextMessageStart: true, agui.KindTextMessageContent: true, agui.KindTextMessageEnd: true, agui.KindTextMessageChunk: true,
+	agui.KindToolCallStart: true, agui.KindToolCallArgs: true, agui.KindToolCallEnd: true, agui.KindToolCallChunk: true, agui.KindToolCallResult: true,
+	agui.KindStateSnapshot: true, agui.KindStateDelta: true, agui.KindMessagesSnapshot: true, agui.KindActivitySnapshot: true, agui.KindActivityDelta: true,
+	agui.KindReasoningMessageStart: true, agui.KindReasoningMessageContent: true, agui.KindReasoningMessageEnd: true,
+	agui.KindReasoningMessageChunk: true, agui.KindReasoningEncryptedValue: true,
 }
 
 type run struct {
@@ -105,20 +107,20 @@ func Compact(events []Event, opts Options) ([]Event, error) {
 	var runs []*run
 	for i := range events {
 		e := events[i]
-		t := typeOf(e.Type)
-		if (t == tUnknown || opts.Ephemeral != nil) && opts.ephemeral(e.Type) {
+		t := agui.KindOf(e.Type)
+		if (t == agui.KindUnknown || opts.Ephemeral != nil) && opts.ephemeral(e.Type) {
 			continue // (the default policy keeps every AG-UI 1.0 type)
 		}
 		if err := r.feed(i, &events[i], t); err != nil {
 			return nil, err
 		}
-		if t == tUnknown && len(runs) == 0 {
+		if t == agui.KindUnknown && len(runs) == 0 {
 			continue // nothing to attach it to; the client drops it anyway
 		}
 		switch t {
-		case tRunStarted:
+		case agui.KindRunStarted:
 			runs = append(runs, &run{start: &events[i]})
-		case tRunFinished, tRunError:
+		case agui.KindRunFinished, agui.KindRunError:
 			if len(runs) == 0 || (len(runs[len(runs)-1].terms) > 0 && runs[len(runs)-1].start == nil) {
 				runs = append(runs, &run{})
 			}
@@ -336,7 +338,7 @@ func OpenStreams(events []Event, opts Options) ([]Open, error) {
 		if opts.ephemeral(e.Type) {
 			continue
 		}
-		if err := r.feed(i, &e, typeOf(e.Type)); err != nil {
+		if err := r.feed(i, &e, agui.KindOf(e.Type)); err != nil {
 			return nil, err
 		}
 	}

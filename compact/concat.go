@@ -17,7 +17,7 @@ import (
 func Concat(events []Event) ([]Event, error) {
 	c := &concat{texts: map[string]*stream{}, tools: map[string]*stream{}}
 	for _, e := range events {
-		var f evf
+		var f eventFields
 		scanFields(e.Raw, &f)
 		switch e.Type {
 		case "TEXT_MESSAGE_START", "TOOL_CALL_START":
@@ -87,7 +87,7 @@ type concat struct {
 	state                []Event
 }
 
-func (c *concat) get(t string, f evf) *stream {
+func (c *concat) get(t string, f eventFields) *stream {
 	tool := t == "TOOL_CALL_START" || t == "TOOL_CALL_ARGS" || t == "TOOL_CALL_END"
 	idRaw := f.messageID
 	m, order := c.texts, &c.textOrder
@@ -227,7 +227,7 @@ func (c *concat) flushState() error {
 	}
 	var st any = map[string]any{}
 	for _, e := range group[last:] {
-		var f evf
+		var f eventFields
 		scanFields(e.Raw, &f)
 		if e.Type == "STATE_SNAPSHOT" {
 			v, err := decodeJS(f.snapshot)

@@ -15,6 +15,15 @@
 //     defaultApplyEvents) that returns the final messages and state. The property tests use it
 //     as the oracle; the cross-language test in e2e/ checks it against the real client.
 //
+// The mirror is one file per function of @ag-ui/client 1.0.0 (pinned in e2e/package.json; its
+// TypeScript source ships in e2e/node_modules/@ag-ui/client/dist/index.js.map), each naming
+// the source file it follows: reducer.go runs the pipeline of AbstractAgent.runAgent;
+// enforce.go is enforceEvents with the @ag-ui/core schema rules; chunks.go is
+// transformChunks; verify.go is verifyEvents; apply.go is defaultApplyEvents; patch.go is
+// fast-json-patch's applyOperation as the client calls it. hotpath.go, the fast path for
+// content deltas, mirrors nothing: it ends exactly where verify + apply would. Event types
+// are package agui's Kind table.
+//
 // JSON Patch follows the client (fast-json-patch 3.1.1 as called by applyPatch(state, delta,
 // true, false)), not RFC-pure semantics: see patch.go for every divergence from
 // github.com/evanphx/json-patch/v5 and why the fold does not use that library's defaults.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agui-proxy/agui-proxy/agui"
 )
 
 // Event is one AG-UI event, kept losslessly: Raw is its JSON exactly as received (compact or
@@ -53,8 +55,8 @@ func ParseEvent(data []byte) (Event, error) {
 	if len(t) < 2 || t[0] != '"' {
 		return Event{}, &ParseError{Err: ErrMissingType}
 	}
-	if c := typeOfBytes(t[1 : len(t)-1]); c != tUnknown {
-		return Event{Type: typeNames[c], Raw: data}, nil // a known name has no escapes
+	if c := agui.KindOfBytes(t[1 : len(t)-1]); c != agui.KindUnknown {
+		return Event{Type: c.String(), Raw: data}, nil // a known name has no escapes
 	}
 	s, ok := jsonString(t)
 	if !ok {
@@ -68,14 +70,14 @@ func mustEvent(typ string, raw []byte) Event { return Event{Type: typ, Raw: raw}
 
 // internType returns a shared string for known types so events do not each hold a copy.
 func internType(b []byte) string {
-	if t := typeOf(string(b)); t != tUnknown {
-		return typeNames[t]
+	if t := agui.KindOf(string(b)); t != agui.KindUnknown {
+		return t.String()
 	}
 	return string(b)
 }
 
 // isKnownType reports whether t is one of the 31 event types of AG-UI 1.0.
-func isKnownType(t string) bool { return typeOf(t) != tUnknown }
+func isKnownType(t string) bool { return agui.KindOf(t) != agui.KindUnknown }
 
 // --- minimal allocation-free JSON scanning over text already checked by json.Valid ---
 

@@ -92,19 +92,6 @@ func BenchmarkParseEvent(b *testing.B) {
 	}
 }
 
-func TestTypeOf(t *testing.T) {
-	for c := tUnknown + 1; c < numTypes; c++ {
-		if got := typeOf(typeNames[c]); got != c {
-			t.Errorf("typeOf(%q) = %v, want %v", typeNames[c], got, c)
-		}
-	}
-	for _, s := range []string{"", "R", "RA", "RAX", "THINKING_START", "text_message_start", "TEXT_MESSAGE_STAR", "TEXT_MESSAGE_STARTX"} {
-		if got := typeOf(s); got != tUnknown {
-			t.Errorf("typeOf(%q) = %v, want tUnknown", s, got)
-		}
-	}
-}
-
 func TestAppendQuote(t *testing.T) {
 	ins := []string{"", "m1", "hello world", `a"b`, `a\b`, "tab\there", "\x00", "\x1f", "\x7f", "é", "\u2028", "<&>", "\xff", "a\xffb", "\U0001F600"}
 	for c := 0; c < 256; c++ {

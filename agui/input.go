@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalidRunInput is returned (wrapped with the reason) for a body that is not a valid
@@ -60,6 +61,7 @@ func foldKey(k string) string {
 }
 
 // DecodeRunInput decodes body strictly:
+//   - it must be valid UTF-8 (invalid bytes are refused, never echoed into history);
 //   - it must be exactly one JSON object;
 //   - "threadId" and "runId" are required non-empty strings that pass ValidateID;
 //   - "parentRunId" is absent, null or a string that passes ValidateID;
@@ -69,6 +71,11 @@ func foldKey(k string) string {
 //
 // Errors wrap ErrInvalidRunInput (and ErrInvalidID for bad ids).
 func DecodeRunInput(body []byte) (*RunInput, error) {
+	if !utf8.Valid(body) {
+		// JSON text is UTF-8 (RFC 8259); echoing invalid bytes would put them into the
+		// history, the export and every replay.
+		return nil, fmt.Errorf("%w: body is not valid UTF-8", ErrInvalidRunInput)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	tok, err := dec.Token()

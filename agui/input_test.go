@@ -27,6 +27,7 @@ func TestDecodeRunInput(t *testing.T) {
 		{name: "duplicate runId", body: `{"threadId":"t","runId":"a","runId":"b"}`, wantErr: true},
 		{name: "duplicate messages", body: `{"threadId":"t","runId":"a","messages":[],"messages":[]}`, wantErr: true},
 		{name: "missing runId", body: `{"threadId":"t"}`, wantErr: true},
+		{name: "invalid UTF-8 in a string", body: "{\"threadId\":\"t\",\"runId\":\"r\",\"x\":\"\xff\"}", wantErr: true},
 		{name: "runId not a string", body: `{"threadId":"t","runId":7}`, wantErr: true},
 		{name: "empty threadId", body: `{"threadId":"","runId":"r"}`, wantErr: true},
 		{name: "newline in id", body: `{"threadId":"a\nb","runId":"r"}`, wantErr: true},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
@@ -75,7 +76,10 @@ func writeJSONStatus(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	b, _ := json.Marshal(v)
+	// An agent may stream invalid UTF-8 (forwarded to it live untouched); JSON text is UTF-8,
+	// so such bytes are answered as U+FFFD in history and exports (and an import refuses them).
+	w.Write(append(bytes.ToValidUTF8(b, []byte("\uFFFD")), '\n'))
 }
 
 // serveThread answers the thread's messages and state at its head, or as of ?run= (time
@@ -190,6 +194,11 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxImportBytes))
 	if err != nil {
 		writeErr(w, r, h.log, err)
+		return
+	}
+	if !utf8.Valid(body) {
+		// Refused like a run body with invalid UTF-8 (JSON text is UTF-8).
+		writeErr(w, r, h.log, fmt.Errorf("%w: the document is not valid UTF-8", problem.ErrInvalidImport))
 		return
 	}
 	var doc ExportDoc

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"strings"
@@ -138,7 +139,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if !errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
+		case errors.As(err, &ne) && ne.Timeout():
+			// The read deadline also cancels the request's context (so Respond would take
+			// the client for gone), but the connection can still carry the answer.
+			w.Header().Set("Connection", "close")
+			err = fmt.Errorf("%w: %v", problem.ErrBodyTimeout, h.cfg.BodyReadTimeout)
+			problem.Respond(w, r.WithContext(context.WithoutCancel(r.Context())), h.log, err)
+			return
+		default:
 			err = fmt.Errorf("%w: reading the body: %v", agui.ErrInvalidRunInput, err)
 		}
 		h.fail(w, r, err)

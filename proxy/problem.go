@@ -22,6 +22,7 @@ const (
 	CodeStoreUnavailable    = problem.CodeStoreUnavailable
 	CodeShuttingDown        = problem.CodeShuttingDown
 	CodeThreadBusy          = problem.CodeThreadBusy
+	CodeBodyTimeout         = problem.CodeBodyTimeout
 )
 
 // ErrShuttingDown is returned by Ready (and answered 503) once Shutdown has begun.

@@ -140,7 +140,8 @@ func AppendComment(dst []byte, text string) []byte {
 // kept verbatim except the line ending of the terminating blank line (LF, CR
 // or CRLF), which is replaced; a frame cut by EOF in the middle of a line gets
 // "\n" first, and one cut after a complete line gets just the id line and the
-// blank line. Because the last id field wins in WHATWG parsing, the appended
+// blank line. When the kept bytes end with a lone CR (CR-only framing), an LF
+// follows it, so the id line always starts after an LF. Because the last id field wins in WHATWG parsing, the appended
 // id overrides any id the frame already had; data, event and retry fields are
 // unchanged. The caller guarantees id has no CR, LF or NUL.
 //
@@ -154,12 +155,12 @@ func (f *Frame) AppendWithID(dst []byte, id string) []byte {
 		case len(raw) > 0:
 			raw = raw[:len(raw)-1]
 		}
-		dst = append(dst, raw...)
-	} else {
-		dst = append(dst, raw...)
-		if n := len(raw); n > 0 && raw[n-1] != '\n' && raw[n-1] != '\r' {
-			dst = append(dst, '\n')
-		}
+	}
+	dst = append(dst, raw...)
+	if n := len(raw); n > 0 && raw[n-1] != '\n' {
+		// An open line gets its end; a lone CR becomes CRLF, so that our id line never
+		// follows a lone CR (the official client splits lines on LF only).
+		dst = append(dst, '\n')
 	}
 	dst = append(dst, "id: "...)
 	dst = append(dst, id...)

@@ -52,6 +52,7 @@ const (
 	CodeInvalidImport         = "InvalidImport"
 	CodeRunNotRunning         = "RunNotRunning"
 	CodeLiveTailsUnsupported  = "LiveTailsUnsupported"
+	CodeBodyTimeout           = "BodyTimeout"
 )
 
 // Sentinel errors of the proxy's own refusals (the store's are recorder.Err*, the protocol's
@@ -69,6 +70,7 @@ var (
 	ErrInvalidImport        = errors.New("invalid import document")
 	ErrRunNotRunning        = errors.New("run is not running")
 	ErrLiveTailsUnsupported = errors.New("the store cannot follow live runs")
+	ErrBodyTimeout          = errors.New("the request body did not arrive in time")
 )
 
 // entry is one row of the table: the errors it matches, and what the client gets. quote puts
@@ -94,6 +96,7 @@ var table = []entry{
 		detail: "the event id was not issued for this run or thread"},
 	{errs: []error{agui.ErrInvalidID}, status: http.StatusBadRequest, code: CodeInvalidID, title: "Invalid id", quote: true},
 	{errs: []error{ErrInvalidImport}, status: http.StatusBadRequest, code: CodeInvalidImport, title: "Invalid import document", quote: true},
+	{errs: []error{ErrBodyTimeout}, status: http.StatusRequestTimeout, code: CodeBodyTimeout, title: "Request body timeout", quote: true},
 	{errs: []error{ErrNoSuchEndpoint}, status: http.StatusNotFound, code: CodeNotFound, title: "No such endpoint"},
 	{errs: []error{recorder.ErrRunAlreadyStarted}, status: http.StatusConflict, code: CodeRunAlreadyStarted, title: "Run already started",
 		detail: "this runId was already used on this thread; resume it with Last-Event-ID or use a new runId"},

@@ -1,0 +1,12 @@
+// Package hostile holds the hostile-input suite: black-box tests that drive a real proxy
+// (proxy.New behind an httptest.Server) over real sockets, on the in-memory store and on a
+// private redis-server (internal/redistest), with careless and malicious requests and a
+// scripted upstream that misbehaves on purpose.
+//
+// Every case belongs to a class (malformed bodies, oversized bodies and events, invalid JSON,
+// invalid UTF-8, hostile ids, foreign identities, bad patches, events after the terminal
+// event, orphan events, CR-only framing, hostile upstreams, a paused Redis, limits). The
+// cases only use HTTP and the exported configuration, so they keep holding whatever the
+// packages behind the handler become. The table of classes and the invariants each case
+// checks are in hostile_test.go; the package has no code outside its tests.
+package hostile

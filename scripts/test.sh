@@ -3,8 +3,8 @@
 # lacks (redis-server, Node.js, Chromium, the pinned npm packages), then runs every Go test
 # (unit, Redis contract and fault tests on a private redis-server, proxy and attach tests, the
 # cross-language e2e with the official AG-UI client, the headless-browser EventSource check)
-# under the race detector, go vet and a gofmt check, the image build steps and the deploy
-# manifest validation.
+# under the race detector, go vet and a gofmt check, the CopilotKit runner's tests against the
+# real CopilotKit runtime, the image build steps and the deploy manifest validation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +26,11 @@ fi
 if [ ! -d e2e/browser/node_modules/playwright-core ]; then
   (cd e2e/browser && npm ci --no-audit --no-fund)
 fi
+# --ignore-scripts: nothing there needs an install script, and one (an analytics ping) would
+# reach beyond the package registry.
+if [ ! -d clients/copilotkit/node_modules/@copilotkit/runtime ]; then
+  (cd clients/copilotkit && npm ci --no-audit --no-fund --ignore-scripts)
+fi
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*'))
 if [ -n "$unformatted" ]; then
@@ -35,6 +40,9 @@ fi
 go vet ./...
 go build ./...
 go test -race -count=1 -timeout 15m "$@" ./...
+# The CopilotKit runner (clients/copilotkit): built, then run by the pinned @copilotkit/runtime
+# in separate processes against the proxy, the demo agent and a private redis-server.
+(cd clients/copilotkit && npm run --silent build && npm test --silent)
 # The container build steps (same go build as deploy/Dockerfile, checked static and run) and the
 # Compose/Kubernetes manifests (schema and consistency checks, no cluster needed).
 scripts/build-image.sh

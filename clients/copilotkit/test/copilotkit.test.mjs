@@ -110,6 +110,12 @@ describe("AguiProxyAgentRunner with @copilotkit/runtime", () => {
     const following = y.connectAgent({}, { onRunErrorEvent: ({ event }) => void yErrors.push(event.code) });
     await until("B's follower to catch up", () => y.messages.some((m) => m.role === "assistant"));
 
+    const second = client(b.url, "ck-stop", "alice");
+    say(second, "u2", "chat");
+    const busy = [];
+    await second.runAgent({ runId: "ck-stop-r2" }, { onRunErrorEvent: ({ event }) => void busy.push(event.code) }).catch(() => {});
+    assert.deepEqual(busy, ["ThreadBusy"], "a second run on the running thread is refused, through any instance");
+
     const stop = (user) =>
       fetch(`${b.url}/agent/default/stop/ck-stop`, {
         method: "POST",

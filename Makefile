@@ -9,7 +9,7 @@ test: ## install missing tools (redis-server, npm packages) and run every test w
 build: ## build the binaries into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/ ./cmd/...
 
-demo: build ## the demo agent on :8000 and the proxy in front of it on :8080 (in-memory store)
+demo: build ## the demo agent on DEMO_LISTEN (:8000) and the proxy in front of it on AGUI_LISTEN (:8080), in-memory store
 	./scripts/demo.sh
 
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl ca-certificates) # the README examples test
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -18,7 +19,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
-  $sudo_cmd apt-get install -y -qq "${need_apt[@]}"
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
 fi
 if [ ! -d e2e/node_modules/@ag-ui/client ]; then
   (cd e2e && npm ci --no-audit --no-fund)

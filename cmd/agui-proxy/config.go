@@ -59,7 +59,7 @@ func loadConfig(environ map[string]string) (config, error) {
 	}
 	cfg, err := env.ParseAsWithOptions[config](opts)
 	if err != nil {
-		return cfg, err
+		return cfg, envErrors(err)
 	}
 	return cfg, cfg.validate()
 }

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestBadDurationNamesVariable: a bad value is reported under its variable's name.
+func TestBadDurationNamesVariable(t *testing.T) {
+	_, err := loadConfig(map[string]string{"AGUI_MAX_RUN_DURATION": "1 hour", "AGUI_MAX_BODY_BYTES": "ten"})
+	if err == nil {
+		t.Fatal("loadConfig accepted a bad duration")
+	}
+	msg := err.Error()
+	for _, want := range []string{"AGUI_MAX_RUN_DURATION", "AGUI_MAX_BODY_BYTES"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not name %s", msg, want)
+		}
+	}
+	for _, field := range []string{"MaxRunDuration", "MaxBodyBytes"} {
+		if strings.Contains(msg, `"`+field+`"`) {
+			t.Errorf("error %q names the Go field %s", msg, field)
+		}
+	}
+}
+
+// TestUnknownVariableWarns: a misspelled AGUI_* variable is reported with the closest known
+// name; known and foreign variables are not.
+func TestUnknownVariableWarns(t *testing.T) {
+	got := unknownVars(map[string]string{
+		"AGUI_MAX_BODY_BYTE": "1", "AGUI_REDIS_ULR": "redis://x", "AGUI_LISTEN": "x", "PATH": "/bin", "DEMO_LISTEN": "x",
+	})
+	if len(got) != 2 {
+		t.Fatalf("warnings %q, want 2", got)
+	}
+	if !strings.Contains(got[0], "AGUI_MAX_BODY_BYTE ") || !strings.Contains(got[0], "did you mean AGUI_MAX_BODY_BYTES?") {
+		t.Errorf("warning %q", got[0])
+	}
+	if !strings.Contains(got[1], "AGUI_REDIS_ULR ") || !strings.Contains(got[1], "did you mean AGUI_REDIS_URL?") {
+		t.Errorf("warning %q", got[1])
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/demoagent"
+)
+
+// readmeShellBlocks returns the ```sh blocks of README.md in order.
+func readmeShellBlocks(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	var cur []string
+	in := false
+	for line := range strings.SplitSeq(string(b), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case !in && trimmed == "```sh":
+			in, cur = true, nil
+		case in && trimmed == "```":
+			in = false
+			blocks = append(blocks, strings.Join(cur, "\n"))
+		case in:
+			cur = append(cur, strings.TrimPrefix(line, strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " ")))))
+		}
+	}
+	return blocks
+}
+
+// startsProcess reports whether a README block starts the proxy, the demo or the tests
+// itself (those are what this test stands in for) rather than talking to the demo.
+func startsProcess(block string) bool {
+	for line := range strings.SplitSeq(block, "\n") {
+		l := strings.TrimSpace(line)
+		if strings.HasPrefix(l, "make ") || strings.Contains(l, "./bin/") || strings.Contains(l, "go run") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestREADMEShellBlocks pastes the README's shell examples, in order, into one bash against
+// what `make demo` runs (the demo agent and the proxy with its default configuration, here on
+// free ports): every command must succeed (curl fails on an HTTP error status), and the
+// examples must show what the README says they show.
+func TestREADMEShellBlocks(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed to run the README examples (scripts/test.sh installs it)")
+	}
+	agent := httptest.NewServer(demoagent.New(demoagent.Config{}))
+	defer agent.Close()
+	cfg, err := loadConfig(map[string]string{"AGUI_UPSTREAM": agent.URL, "AGUI_LISTEN": "127.0.0.1:0", "AGUI_DRAIN_TIMEOUT": "1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), ready) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+
+	var script strings.Builder
+	script.WriteString("set -eu\ncurl() { command curl --silent --show-error --fail-with-body --max-time 60 \"$@\"; }\n")
+	ran := 0
+	for _, b := range readmeShellBlocks(t) {
+		if startsProcess(b) {
+			continue
+		}
+		if !strings.Contains(b, "127.0.0.1:8080") {
+			t.Errorf("README block talks to neither the demo nor a process it starts:\n%s", b)
+		}
+		script.WriteString("echo '>>> block'\n")
+		script.WriteString(strings.ReplaceAll(b, "127.0.0.1:8080", addr))
+		script.WriteString("\n")
+		ran++
+	}
+	script.WriteString("wait\n")
+	if ran < 5 {
+		t.Fatalf("only %d runnable README blocks", ran)
+	}
+	tctx, tcancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer tcancel()
+	cmd := exec.CommandContext(tctx, "bash", "-c", script.String())
+	cmd.Dir = t.TempDir()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("README blocks failed: %v\nstderr:\n%s\nstdout:\n%s", err, errb.String(), tail(out.String()))
+	}
+	got := out.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^id: r1:[0-9a-z]+:1$`),                         // the first run's ids
+		regexp.MustCompile(`(?m)^r2:[0-9a-z]+:3$`),                             // echo "$LAST"
+		regexp.MustCompile(`agui-proxy\.replay_complete`),                      // the thread attach
+		regexp.MustCompile(`"threadId":"t1","runId":"r1","status":"finished"`), // ?run=r1
+		regexp.MustCompile(`\{"runs":2,"threadId":"t1-copy"\}`),                // the import
+		regexp.MustCompile(`"runId":"r4","stopping":true`),                     // the stop answer
+	} {
+		if !want.MatchString(got) {
+			t.Errorf("README output lacks %s\nstdout:\n%s", want, tail(got))
+		}
+	}
+	if strings.Contains(got, "application/problem+json") || strings.Contains(got, `"code":"`) {
+		t.Errorf("a README example got a problem:\n%s", tail(got))
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 6000 {
+		return "..." + s[len(s)-6000:]
+	}
+	return s
+}

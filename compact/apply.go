@@ -6,7 +6,6 @@ package compact
 
 import (
 	"bytes"
-	"errors"
 	"slices"
 
 	"github.com/agui-proxy/agui-proxy/agui"
@@ -92,9 +91,9 @@ func (r *reducer) apply(e *pipelineEvent) error {
 	case agui.KindMessagesSnapshot:
 		return r.messagesSnapshot(f.messages, f.metadata)
 	case agui.KindActivitySnapshot:
-		return r.activitySnapshot(f)
+		return r.activitySnapshot(e)
 	case agui.KindActivityDelta:
-		return r.activityDelta(f)
+		return r.activityDelta(e)
 	case agui.KindRunStarted:
 		return r.applyRunStarted(e)
 	case agui.KindReasoningEncryptedValue:
@@ -301,7 +300,7 @@ func (r *reducer) applyStateSnapshot(e *pipelineEvent) error {
 	if err != nil {
 		return r.reject("snapshot: %v", err)
 	}
-	r.state, r.stateSet = v, true
+	r.state, r.stateSet, r.held = v, true, nil
 	return nil
 }
 
@@ -316,12 +315,17 @@ func (r *reducer) applyStateDelta(e *pipelineEvent) error {
 	if err != nil {
 		return r.reject("delta: %v", err)
 	}
-	ns, err := applyPatch(r.state, p, r.opts.MaxCopyBytes)
-	var le *LimitError
-	if errors.As(err, &le) {
-		return le
+	ns, applied, diverges, before, err := r.foldDelta(r.state, p, f.delta, r.fold && r.held == nil)
+	if err != nil {
+		return err
 	}
-	if err == nil {
+	if diverges {
+		r.held = &heldState{before: before}
+	}
+	if r.held != nil {
+		r.held.events = append(r.held.events, heldEvent(agui.StateDelta, e.raw))
+	}
+	if applied {
 		r.state, r.stateSet = ns, true
 	}
 	return nil
@@ -490,7 +494,8 @@ func authority(meta []byte) (int, []string) {
 	return authList, out
 }
 
-func (r *reducer) activitySnapshot(f *eventFields) error {
+func (r *reducer) activitySnapshot(e *pipelineEvent) error {
+	f := &e.f
 	id, _ := str(f.messageID)
 	replace := string(f.replace) != "false"
 	idx := slices.IndexFunc(r.messages, func(m *message) bool { return m.id == id })
@@ -507,8 +512,12 @@ func (r *reducer) activitySnapshot(f *eventFields) error {
 		target = mk()
 		r.push(target)
 	case r.messages[idx].role == "activity":
+		if h := r.messages[idx].hold; h != nil && !replace {
+			h.events = append(h.events, heldEvent(agui.ActivitySnapshot, e.raw))
+		}
 		if replace {
 			m := r.messages[idx]
+			m.hold = nil
 			m.fields.set("activityType", f.activityType)
 			m.fields.set("content", f.content)
 			if f.subagentRunID != nil {
@@ -529,17 +538,26 @@ func (r *reducer) activitySnapshot(f *eventFields) error {
 	return nil
 }
 
-func (r *reducer) activityDelta(f *eventFields) error {
+func (r *reducer) activityDelta(e *pipelineEvent) error {
+	f := &e.f
 	id, _ := str(f.messageID)
 	idx := slices.IndexFunc(r.messages, func(m *message) bool { return m.id == id })
 	if idx < 0 || r.messages[idx].role != "activity" {
 		return nil
 	}
 	m := r.messages[idx]
-	m.mergeMetadata(f.metadata)
 	if err := r.checkDoc(agui.KindActivityDelta, f.patch); err != nil {
 		return err
 	}
+	p, err := decodeJS(f.patch)
+	if err != nil {
+		return r.reject("patch: %v", err)
+	}
+	var pre *heldActivity
+	if r.fold && m.hold == nil && divergentShape(p) {
+		pre = m.holdCopy() // before the metadata merge: the raw delta carries it again
+	}
+	m.mergeMetadata(f.metadata)
 	cur, _ := m.fields.get("content")
 	var doc any = map[string]any{}
 	if cur != nil && string(cur) != "null" {
@@ -549,16 +567,17 @@ func (r *reducer) activityDelta(f *eventFields) error {
 		}
 		doc = d
 	}
-	p, err := decodeJS(f.patch)
+	nd, applied, diverges, _, err := r.foldDelta(doc, p, f.patch, pre != nil)
 	if err != nil {
-		return r.reject("patch: %v", err)
+		return err
 	}
-	nd, err := applyPatch(doc, p, r.opts.MaxCopyBytes)
-	var le *LimitError
-	if errors.As(err, &le) {
-		return le
+	if diverges {
+		m.hold = pre
 	}
-	if err != nil {
+	if m.hold != nil {
+		m.hold.events = append(m.hold.events, heldEvent(agui.ActivityDelta, e.raw))
+	}
+	if !applied {
 		return nil
 	}
 	b, err := marshalJS(nd)

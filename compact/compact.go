@@ -104,6 +104,7 @@ type run struct {
 func Compact(events []Event, opts Options) ([]Event, error) {
 	opts = opts.withDefaults()
 	r := newReducer(opts)
+	r.fold = true
 	var runs []*run
 	for i := range events {
 		e := events[i]
@@ -148,7 +149,12 @@ func Compact(events []Event, opts Options) ([]Event, error) {
 			if len(r.messages) > 0 {
 				out = append(out, r.messagesSnapshotEvent())
 			}
-			if r.stateSet {
+			switch {
+			case r.held != nil:
+				// The fold stopped (fold.go): the state before that delta, then the raw deltas.
+				out = append(out, mustEvent("STATE_SNAPSHOT", joinBytes(`{"type":"STATE_SNAPSHOT","snapshot":`, r.held.before, `}`)))
+				out = append(out, r.held.events...)
+			case r.stateSet:
 				st, err := r.stateJSON()
 				if err != nil {
 					return nil, err
@@ -161,6 +167,11 @@ func Compact(events []Event, opts Options) ([]Event, error) {
 		}
 		if i == len(runs)-1 && len(rn.terms) == 0 {
 			out = append(out, r.reopen()...)
+		}
+		if i == snapAt {
+			// After every MESSAGES_SNAPSHOT (reopen may add one): the raw events of activity
+			// messages whose fold stopped.
+			out = append(out, r.heldActivityEvents()...)
 		}
 		for _, e := range rn.terms {
 			out = append(out, Event{Type: e.Type, Raw: compactJSON(e.Raw)})

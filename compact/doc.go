@@ -28,6 +28,15 @@
 // true, false)), not RFC-pure semantics: see patch.go for every divergence from
 // github.com/evanphx/json-patch/v5 and why the fold does not use that library's defaults.
 //
+// Which clients the output is proven for: the snapshot is folded only from deltas that every
+// client applies alike. Where the browser build of the client (fast-json-patch's ES module,
+// strict mode), its Node build (the CommonJS module, sloppy mode) or an RFC 6902 client
+// (github.com/evanphx/json-patch/v5 as the second opinion) could end differently, the fold
+// stops and the remaining deltas travel raw (fold.go). The cross-language test
+// (e2e/compact_e2e_test.go) replays every golden and generated case under both JavaScript
+// builds, the browser one in headless Chromium; clients that are not JavaScript are covered
+// to the extent evanphx/json-patch stands for their library (docs/compaction.md).
+//
 // Speed: ParseEvent validates with json.Valid's rules and finds the type in one pass (scan.go,
 // eight bytes at a time); the reducer switches on small integer types, keeps the lookups of the
 // stream a delta continues, and recognises the next delta of that stream as the same bytes

@@ -159,9 +159,15 @@ type message struct {
 	hasCalls   bool
 	meta       obj
 	hasMeta    bool
+	hold       *heldActivity // an activity message whose fold stopped (fold.go)
 }
 
+// write renders the message as a MESSAGES_SNAPSHOT carries it (a held activity message as it
+// stood when its fold stopped).
 func (m *message) write(b *bytes.Buffer) {
+	if m.hold != nil {
+		m = m.hold.before
+	}
 	writeObj(b, m.fields, func(k string, b *bytes.Buffer) {
 		switch k {
 		case "content":

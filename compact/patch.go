@@ -19,6 +19,12 @@ import (
 // cases anyway, so the fold uses this small applier, a line-by-line mirror of fast-json-patch's
 // applyOperation and validator over decoded JSON values, and every divergence has a golden case
 // (testdata/golden/patch-*.txt) that the cross-language test replays through the real client.
+//
+// move and copy make their inner remove and add without validation, as fast-json-patch does
+// (innerRemove, innerAdd): past-the-end indices append, non-index keys on arrays vanish, and a
+// write into a primitive throws in the browser build and is ignored in Node's; fold.go decides
+// where such deltas stop the fold, with evanphx/json-patch as the second opinion for RFC
+// clients.
 
 // errPatch marks a delta the client would skip with "Failed to apply state patch".
 var errPatch = errors.New("patch does not apply")
@@ -36,10 +42,21 @@ var objectProtoProps = map[string]bool{
 type jsFunction struct{}
 
 // patcher applies one delta; copied counts bytes duplicated by copy operations (limit).
+//
+// primitiveWrite records that the delta failed because an inner add of a move or copy wrote a
+// property into a string, number or boolean. The browser build of fast-json-patch (an ES
+// module, strict mode) throws there and the client drops the whole delta, which is what
+// applyPatch returns; the Node build (CommonJS, sloppy mode) ignores the write and applies the
+// rest. The fold stops at such a delta (see reducer.stateDelta).
 type patcher struct {
-	copyLimit int
-	copied    int
+	copyLimit      int
+	copied         int
+	sloppy         bool // apply as the CommonJS build does (ReplayCommonJS)
+	primitiveWrite bool
 }
+
+// errPrimitiveWrite is the strict-mode TypeError of a write into a primitive.
+var errPrimitiveWrite = patchErr("cannot create a property on a primitive value")
 
 func patchErr(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errPatch}, a...)...)
@@ -48,11 +65,15 @@ func patchErr(format string, a ...any) error {
 // applyPatch returns the new document, or an error wrapping errPatch (or a *LimitError)
 // leaving doc untouched.
 func applyPatch(doc any, patch any, copyLimit int) (any, error) {
+	return (&patcher{copyLimit: copyLimit}).apply(doc, patch)
+}
+
+// apply is applyPatch for a fresh patcher (which then reports what it met).
+func (p *patcher) apply(doc any, patch any) (any, error) {
 	ops, ok := patch.([]any)
 	if !ok {
 		return nil, patchErr("patch sequence must be an array")
 	}
-	p := &patcher{copyLimit: copyLimit}
 	if !inPlace(ops) {
 		doc = deepClone(doc)
 	}
@@ -61,7 +82,7 @@ func applyPatch(doc any, patch any, copyLimit int) (any, error) {
 		if !ok {
 			return nil, patchErr("operation %d is not an object", i)
 		}
-		nd, err := p.applyOperation(doc, op, true)
+		nd, err := p.applyOperation(doc, op)
 		if err != nil {
 			return nil, err
 		}
@@ -167,32 +188,32 @@ func unescapeToken(k string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(k, "~1", "/"), "~0", "~")
 }
 
-// applyOperation mirrors fast-json-patch applyOperation(document, op, validate, true, true).
+// applyOperation mirrors fast-json-patch applyOperation(document, op, true, true, true), the
+// validated call applyPatch makes for each operation (move and copy then make unvalidated inner
+// calls: innerRemove, innerAdd).
 // It mutates document (a private clone) and returns the new root.
-func (p *patcher) applyOperation(document any, op map[string]any, validate bool) (any, error) {
+func (p *patcher) applyOperation(document any, op map[string]any) (any, error) {
 	name, _ := op["op"].(string)
 	path, pathIsString := op["path"].(string)
 	value, hasValue := op["value"]
-	if validate {
-		switch name {
-		case "add", "remove", "replace", "move", "copy", "test":
-		default:
-			return nil, patchErr("operation op %q is not one of RFC 6902", name)
+	switch name {
+	case "add", "remove", "replace", "move", "copy", "test":
+	default:
+		return nil, patchErr("operation op %q is not one of RFC 6902", name)
+	}
+	if !pathIsString {
+		return nil, patchErr("operation path is not a string")
+	}
+	if path != "" && path[0] != '/' {
+		return nil, patchErr("path %q must start with /", path)
+	}
+	if name == "move" || name == "copy" {
+		if _, ok := op["from"].(string); !ok {
+			return nil, patchErr("operation from is missing")
 		}
-		if !pathIsString {
-			return nil, patchErr("operation path is not a string")
-		}
-		if path != "" && path[0] != '/' {
-			return nil, patchErr("path %q must start with /", path)
-		}
-		if name == "move" || name == "copy" {
-			if _, ok := op["from"].(string); !ok {
-				return nil, patchErr("operation from is missing")
-			}
-		}
-		if (name == "add" || name == "replace" || name == "test") && !hasValue {
-			return nil, patchErr("operation value is missing")
-		}
+	}
+	if (name == "add" || name == "replace" || name == "test") && !hasValue {
+		return nil, patchErr("operation value is missing")
 	}
 	from, _ := op["from"].(string)
 	if path == "" { // root operations
@@ -238,7 +259,7 @@ func (p *patcher) applyOperation(document any, op map[string]any, validate bool)
 		if key == "__proto__" || (key == "prototype" && t > 0 && keys[t-1] == "constructor") {
 			return nil, patchErr("modifying __proto__ or constructor/prototype is banned")
 		}
-		if validate && !fragmentSet {
+		if !fragmentSet {
 			frag := ""
 			if !jsDefined(obj, key) {
 				frag, fragmentSet = strings.Join(keys[:t], "/"), true
@@ -257,14 +278,12 @@ func (p *patcher) applyOperation(document any, op map[string]any, validate bool)
 			if key == "-" {
 				idx = len(arr)
 			} else if !isInteger(key) {
-				// Without validation JS would set an array property that JSON drops; we
-				// refuse instead (only reachable from move/copy internals).
 				return nil, patchErr("expected an unsigned base-10 integer array index, got %q", key)
 			} else {
 				idx = toInt32(key)
 			}
 			if t >= n {
-				if validate && name == "add" && idx > len(arr) {
+				if name == "add" && idx > len(arr) {
 					return nil, patchErr("index %d is greater than the number of elements", idx)
 				}
 				return p.arrOp(document, keys[:t-1], arr, idx, name, value, from, path)
@@ -410,7 +429,10 @@ func (p *patcher) arrOp(document any, parent []string, arr []any, idx int, name 
 	return document, nil
 }
 
-// moveCopy mirrors objOps.move / objOps.copy: unvalidated remove + add.
+// moveCopy mirrors objOps.move / objOps.copy: an inner remove of from (move) and an inner add
+// at path, both without validation (innerRemove, innerAdd). copy deep-clones the value before
+// inserting it, as _deepClone does, so a container copied into itself does not share storage
+// with the copy.
 func (p *patcher) moveCopy(document any, name, from, path string) (any, error) {
 	v, err := p.getValueByPointer(document, from)
 	if err != nil {
@@ -420,13 +442,152 @@ func (p *patcher) moveCopy(document any, name, from, path string) (any, error) {
 		if err := p.countCopy(v); err != nil {
 			return nil, err
 		}
-		return p.applyOperation(document, map[string]any{"op": "add", "path": path, "value": v}, false)
+		return p.innerAdd(document, path, deepClone(v))
 	}
-	doc, err := p.applyOperation(document, map[string]any{"op": "remove", "path": from}, false)
+	doc, err := p.innerRemove(document, from)
 	if err != nil {
 		return nil, err
 	}
-	return p.applyOperation(doc, map[string]any{"op": "add", "path": path, "value": v}, false)
+	return p.innerAdd(doc, path, v)
+}
+
+// innerRemove mirrors applyOperation(document, {op: "remove", path}) without validation, for
+// a path that the move's validation resolved (every token exists).
+func (p *patcher) innerRemove(document any, path string) (any, error) {
+	if path == "" {
+		return nil, nil
+	}
+	keys := strings.Split(path, "/")
+	parent, err := p.getValueByPointerValidated(document, strings.Join(keys[:len(keys)-1], "/"))
+	if err != nil {
+		return nil, err
+	}
+	last := unescapeToken(keys[len(keys)-1])
+	switch c := parent.(type) {
+	case map[string]any:
+		delete(c, last)
+		return document, nil
+	case []any:
+		idx := toInt32(last)
+		if idx < 0 || idx >= len(c) {
+			return nil, patchErr("index out of range at %q", path)
+		}
+		return setAt(document, keys[:len(keys)-1], append(c[:idx:idx], c[idx+1:]...))
+	}
+	return nil, patchErr("cannot remove %q", path)
+}
+
+// innerAdd mirrors applyOperation(document, {op: "add", path, value}) without validation, as
+// move and copy call it after their inner remove changed the document:
+//   - an integer index past the end of an array appends (Array.prototype.splice clamps), a
+//     negative one (~~ of a huge index) counts from the end;
+//   - a key that is not an integer on an array sets a property that JSON never shows: the
+//     value vanishes;
+//   - a write into a string, number or boolean throws in strict mode (errPrimitiveWrite; the
+//     patcher records it), and a walk through undefined or null throws everywhere;
+//   - __proto__ and constructor/prototype stay banned.
+func (p *patcher) innerAdd(document any, path string, value any) (any, error) {
+	if path == "" {
+		return value, nil
+	}
+	keys := strings.Split(path, "/")
+	obj := document
+	for t := 1; t < len(keys); t++ {
+		key := unescapeToken(keys[t])
+		if key == "__proto__" || (key == "prototype" && keys[t-1] == "constructor") {
+			return nil, patchErr("modifying __proto__ or constructor/prototype is banned")
+		}
+		final := t == len(keys)-1
+		switch c := obj.(type) {
+		case []any:
+			if !final {
+				obj = jsArrayGet(c, key)
+				continue
+			}
+			if key != "-" && !isInteger(key) {
+				return document, nil // arr[key] = value: not an index, JSON drops it
+			}
+			idx := len(c)
+			if key != "-" {
+				idx = toInt32(key)
+			}
+			if idx < 0 {
+				idx = max(len(c)+idx, 0)
+			}
+			idx = min(idx, len(c))
+			c = append(c, nil)
+			copy(c[idx+1:], c[idx:])
+			c[idx] = value
+			return setAt(document, keys[:t], c)
+		case map[string]any:
+			if final {
+				c[key] = value
+				return document, nil
+			}
+			obj, _ = jsGet(c, key)
+		case jsFunction:
+			if final {
+				return document, nil // a property of an inherited method: not in the JSON
+			}
+			obj = nil
+		case nil:
+			return nil, patchErr("cannot set %q of undefined at %q", key, path)
+		default: // string, number, boolean
+			if final {
+				p.primitiveWrite = true
+				if p.sloppy {
+					return document, nil
+				}
+				return nil, errPrimitiveWrite
+			}
+			obj = jsPrimitiveGet(c, key)
+		}
+	}
+	return document, nil
+}
+
+// jsArrayGet mirrors arr[key] while walking a path without validation ("-" and non-indices
+// read undefined; ~~key for integers).
+func jsArrayGet(arr []any, key string) any {
+	if key == "length" {
+		return float64(len(arr))
+	}
+	if key == "-" || !isInteger(key) {
+		return nil
+	}
+	if i := toInt32(key); i >= 0 && i < len(arr) {
+		return arr[i]
+	}
+	return nil
+}
+
+// jsPrimitiveGet mirrors v[key] for a string, number or boolean: a string has its characters
+// (UTF-16 code units; only ASCII strings are resolved here, others read undefined) and length.
+func jsPrimitiveGet(v any, key string) any {
+	s, ok := v.(string)
+	if !ok {
+		return nil
+	}
+	if key == "length" {
+		return float64(utf16Len(s))
+	}
+	if isInteger(key) && key != "" && (len(key) == 1 || key[0] != '0') {
+		if i, err := strconv.Atoi(key); err == nil && i < len(s) && utf16Len(s) == len(s) {
+			return s[i : i+1]
+		}
+	}
+	return nil
+}
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r >= 0x10000 {
+			n++
+		}
+	}
+	return n
 }
 
 // setAt stores a re-sliced array back at the pointer tokens parent (the tokens before the
@@ -438,6 +599,10 @@ func setAt(document any, tokens []string, arr []any) (any, error) {
 	cur := document
 	for i := 1; i < len(tokens)-1; i++ {
 		k := unescapeToken(tokens[i])
+		if a, ok := cur.([]any); ok {
+			cur = jsArrayGet(a, k) // arr[~~key], as the walk that found the array
+			continue
+		}
 		v, ok := jsGet(cur, k)
 		if !ok {
 			return nil, patchErr("lost path")

@@ -25,6 +25,9 @@ type reducer struct {
 	callIdx  map[string]*message // tool call id -> first owning message
 	state    any
 	stateSet bool
+	fold     bool       // Compact: decide where the fold stops (fold.go); Replay only applies
+	sloppy   bool       // ReplayCommonJS: writes into primitives are ignored, not thrown
+	held     *heldState // the state's fold stopped
 	bytes    int
 
 	// transformChunks
@@ -185,10 +188,23 @@ func Replay(events []Event) (messages json.RawMessage, state json.RawMessage, er
 	return replay(events, false)
 }
 
+// ReplayCommonJS is Replay as the client's CommonJS build (what Node loads) applies deltas:
+// fast-json-patch's CommonJS module runs in sloppy mode, where a move or copy whose inner add
+// writes into a string, number or boolean ignores that write instead of failing the delta.
+// Replay answers for the ES module build that browser bundlers pick (strict mode). The two
+// differ only on such deltas; Compact's output replays equal under both (fold.go).
+func ReplayCommonJS(events []Event) (messages json.RawMessage, state json.RawMessage, err error) {
+	return replayWith(events, false, true)
+}
+
 // replay is Replay; general turns the delta fast paths off (tests compare both).
 func replay(events []Event, general bool) (messages json.RawMessage, state json.RawMessage, err error) {
+	return replayWith(events, general, false)
+}
+
+func replayWith(events []Event, general, sloppy bool) (messages json.RawMessage, state json.RawMessage, err error) {
 	r := newReducer(Options{})
-	r.general = general
+	r.general, r.sloppy = general, sloppy
 	for i, e := range events {
 		if err = r.feed(i, &e, agui.KindOf(e.Type)); err != nil {
 			break

@@ -20,6 +20,9 @@ type compactCase struct {
 	Compacted  []json.RawMessage `json:"compacted"`
 	GoMessages json.RawMessage   `json:"goMessages"`
 	GoState    json.RawMessage   `json:"goState"`
+	// The Go replay of the CommonJS build (what Node loads), for the Node runner.
+	GoNodeMessages json.RawMessage `json:"goNodeMessages"`
+	GoNodeState    json.RawMessage `json:"goNodeState"`
 }
 
 func compactRequireNode(t *testing.T) string {
@@ -56,6 +59,9 @@ func compactWriteCase(t *testing.T, dir, name string, events []compact.Event) {
 		t.Fatalf("%s: Replay = %v", name, err)
 	}
 	c.GoMessages, c.GoState = m, s
+	if c.GoNodeMessages, c.GoNodeState, err = compact.ReplayCommonJS(kept); err != nil {
+		t.Fatalf("%s: ReplayCommonJS = %v", name, err)
+	}
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -65,10 +71,12 @@ func compactWriteCase(t *testing.T, dir, name string, events []compact.Event) {
 	}
 }
 
-// TestCompactCrossLanguage is the proof of issue 4 item 7: for every golden case and a few
-// hundred generated streams, the official client ends with the same messages and state for
-// the raw and the compacted stream, the Go Replay agrees with it, and every compacted event
-// passes the @ag-ui/core schemas.
+// TestCompactCrossLanguage proves, for every golden case and a few hundred generated streams,
+// under both module builds of the official client (Node's CommonJS build and the ES module
+// build a browser bundle holds, in headless Chromium), that the client ends with the same
+// messages and state for the raw and the compacted stream, that the Go replay of that build
+// (Replay, ReplayCommonJS) agrees with it, and that every compacted event passes the
+// @ag-ui/core schemas.
 func TestCompactCrossLanguage(t *testing.T) {
 	node := compactRequireNode(t)
 	dir := t.TempDir()
@@ -96,11 +104,36 @@ func TestCompactCrossLanguage(t *testing.T) {
 		}
 		compactWriteCase(t, dir, "demo-"+sc.name, sc.events)
 	}
-	cmd := exec.CommandContext(t.Context(), node, "compact-check.mjs", dir)
+	compactRunCheck(t, node, "compact-check.mjs", dir)
+	compactRunCheck(t, node, filepath.Join("browser", "compact-check.mjs"), dir)
+}
+
+// compactRunCheck runs one of the two builds of the check on every case of dir: the Node
+// runner (the client's CommonJS build) or the browser runner (the ES module build bundled
+// with esbuild, in headless Chromium).
+func compactRunCheck(t *testing.T, node, script, dir string) {
+	t.Helper()
+	if strings.HasPrefix(script, "browser") {
+		compactRequireBrowser(t)
+	}
+	cmd := exec.CommandContext(t.Context(), node, script, dir)
 	out, err := cmd.CombinedOutput()
-	t.Logf("%s", compactLastLines(string(out), 1))
+	t.Logf("%s: %s", script, compactLastLines(string(out), 1))
 	if err != nil {
-		t.Fatalf("node compact-check.mjs: %v\n%s", err, compactFirstLines(string(out), 60))
+		t.Fatalf("node %s: %v\n%s", script, err, compactFirstLines(string(out), 60))
+	}
+}
+
+// compactRequireBrowser fails with the command to run when the browser check cannot start.
+func compactRequireBrowser(t *testing.T) {
+	t.Helper()
+	for _, p := range []string{"playwright-core", "esbuild"} {
+		if _, err := os.Stat(filepath.Join("browser", "node_modules", p, "package.json")); err != nil {
+			t.Fatalf("e2e/browser/node_modules lacks %s (%v): run `cd e2e/browser && npm ci`", p, err)
+		}
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("%s is missing (%v): run `apt-get install -y chromium` (Debian's package; no browser download)", chromiumPath, err)
 	}
 }
 

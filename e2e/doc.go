@@ -5,9 +5,12 @@
 //   - run-scenarios.mjs: every demo scenario through the official HttpAgent, directly and
 //     through agui-proxy; both must look the same to the client (proxy_e2e_test.go,
 //     harness_test.go).
-//   - compact-check.mjs: the official reducer ends with the same messages and state on raw and
-//     compacted streams, and every compacted event passes the @ag-ui/core schemas
-//     (compact_e2e_test.go); compact-bench.mjs is the side-by-side compaction benchmark.
+//   - compact-check.mjs and browser/compact-check.mjs: the official reducer ends with the same
+//     messages and state on raw and compacted streams, and every compacted event passes the
+//     @ag-ui/core schemas, under both module builds of the client: Node's CommonJS build, and
+//     the ES module build bundled with esbuild as a browser app is, run in headless Chromium
+//     (compact-check-core.mjs is the shared check; compact_e2e_test.go);
+//     compact-bench.mjs is the side-by-side compaction benchmark.
 //   - resume-scenarios.mjs: a client cut after K events reattaches (re-POST with Last-Event-ID,
 //     or thread attach) and must end with the uninterrupted run's messages and state, on one
 //     proxy (resume_test.go) or through another replica sharing Redis (replicas_test.go).

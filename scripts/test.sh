@@ -24,7 +24,7 @@ fi
 if [ ! -d e2e/node_modules/@ag-ui/client ]; then
   (cd e2e && npm ci --no-audit --no-fund)
 fi
-if [ ! -d e2e/browser/node_modules/playwright-core ]; then
+if [ ! -d e2e/browser/node_modules/playwright-core ] || [ ! -d e2e/browser/node_modules/esbuild ]; then
   (cd e2e/browser && npm ci --no-audit --no-fund)
 fi
 # --ignore-scripts: nothing there needs an install script, and one (an analytics ping) would

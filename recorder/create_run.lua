@@ -9,6 +9,7 @@
 -- ARGV[8] key base <prefix>:{<threadId>}: (the TTL refresh reaches every run of the thread;
 --         keys are formed exactly as recorder.key forms them: base .. kind .. ':' .. runId)
 -- ARGV[9] node pumping the run ('' for none)   ARGV[10] its lease expiry ms (0 for none)
+-- ARGV[11] title ('' for none): stored as the thread's title when it has none yet
 --
 -- Owner and route are written together with the first run (HSETNX semantics: the script is
 -- atomic, so of two concurrent first POSTs by different identities only one can win).
@@ -46,6 +47,9 @@ redis.call('HSET', KEYS[3], 'epoch', ARGV[3], 'parent', ARGV[2], 'status', 'runn
   'detail', '', 'route', ARGV[5], 'owner', ARGV[4], 'created', ARGV[6], 'updated', ARGV[6],
   'last', 0, 'gaps', '', 'node', ARGV[9], 'lease', ARGV[10])
 redis.call('RPUSH', KEYS[2], ARGV[1])
+if ARGV[11] ~= '' then
+  redis.call('HSETNX', KEYS[1], 'title', ARGV[11])
+end
 local ttl = tonumber(ARGV[7])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)

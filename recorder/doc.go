@@ -25,6 +25,9 @@
 //	                                                 node, lease (ms), stop ("1" once requested)
 //	<prefix>:{<threadId>}:events:<runId>     stream  entry id "<seq>-0", fields t (type), f (frame)
 //	<prefix>:{<threadId>}:checkpoint:<runId> string  the run's checkpoint
+//	<prefix>:{#index/<hash>}:threads         zset    the thread index of one owner on one
+//	                                                 route (hash: indexTag), member thread
+//	                                                 id, score its latest run start (ms)
 //
 // The kind word follows the closing brace and the run id comes last, so ids containing ':'
 // cannot alias another key (FuzzKey checks it). The prefix may not contain braces.
@@ -47,6 +50,16 @@
 //     another epoch than the stored run's are dropped (the id was reused).
 //   - finish_run.lua: status, detail, missing tail as a gap, TTL of all the thread's keys.
 //   - delete_run.lua, put_checkpoint.lua: the run's keys and the runs list together.
+//   - delete_thread.lua: every key of a thread, refused while a run is running.
+//
+// The thread index is the one structure that spans threads, so it cannot share their slot and
+// is not written by their scripts. CreateRun queues its ZADD in the same pipeline as
+// create_run.lua (no extra round trip, whatever the script answers), and ListThreads checks
+// every entry it returns against the thread's owner and route, removing the entries of threads
+// that are gone or not the caller's. So an index entry can be stale but never shows a thread
+// the caller does not hold; DeleteThread removes its entry after the script (a failure there
+// is repaired by the next listing). The index key lives twice the TTL past the owner's last
+// run start.
 //   - lease.lua, stop.lua: node/lease and the stop flag, written only while the status is
 //     running, so a renewal racing with FinishRun never revives or re-stamps an ended run.
 //

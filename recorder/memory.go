@@ -48,7 +48,9 @@ type MemoryStore struct {
 
 type memThread struct {
 	owner, route string
+	title        string
 	created      time.Time
+	active       time.Time // start of the latest run: the thread index order
 	expires      time.Time // zero: never
 	runs         []*memRun // creation order
 	byID         map[string]*memRun
@@ -202,6 +204,10 @@ func (m *MemoryStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 	}}
 	t.runs = append(t.runs, r)
 	t.byID[run.RunID] = r
+	t.active = now
+	if t.title == "" {
+		t.title = cleanTitle(run.Title)
+	}
 	m.touch(t, now)
 	return prev, nil
 }
@@ -221,7 +227,7 @@ func (r *memRun) after(seq int64) int {
 }
 
 func (t *memThread) info(id string) Thread {
-	th := Thread{ID: id, Owner: t.owner, Route: t.route, CreatedAt: t.created, RunCount: len(t.runs)}
+	th := Thread{ID: id, Owner: t.owner, Route: t.route, CreatedAt: t.created, RunCount: len(t.runs), Title: t.title}
 	if n := len(t.runs); n > 0 {
 		th.LatestRunID = t.runs[n-1].run.RunID
 	}
@@ -283,7 +289,7 @@ func (m *MemoryStore) appendBatch(b Batch, now time.Time) {
 	if t == nil {
 		// The thread is gone (expired or never created): re-create it from the batch, like
 		// RedisStore does after a data loss.
-		t = &memThread{owner: b.Run.Owner, route: b.Run.Route, created: now, byID: map[string]*memRun{}}
+		t = &memThread{owner: b.Run.Owner, route: b.Run.Route, created: now, active: now, byID: map[string]*memRun{}}
 		m.threads[b.Run.ThreadID] = t
 	}
 	r := t.byID[b.Run.RunID]

@@ -33,6 +33,8 @@ var (
 	leaseLua string
 	//go:embed stop.lua
 	stopLua string
+	//go:embed delete_thread.lua
+	deleteThreadLua string
 
 	createRunScript     = redis.NewScript(createRunLua)
 	appendScript        = redis.NewScript(appendLua)
@@ -41,6 +43,7 @@ var (
 	putCheckpointScript = redis.NewScript(putCheckpointLua)
 	leaseScript         = redis.NewScript(leaseLua)
 	stopScript          = redis.NewScript(stopLua)
+	deleteThreadScript  = redis.NewScript(deleteThreadLua)
 )
 
 // Connection defaults of a RedisStore (see RedisConfig.Options).
@@ -228,6 +231,8 @@ func scriptError(err error, what string) error {
 		return fmt.Errorf("%s: %w", what, ErrRunAlreadyStarted)
 	case redis.HasErrorPrefix(err, "NORUN"):
 		return fmt.Errorf("%s: %w", what, ErrRunNotFound)
+	case redis.HasErrorPrefix(err, "BUSY"):
+		return fmt.Errorf("%s: %w", what, ErrThreadBusy)
 	case errors.Is(err, redis.ErrClosed):
 		return fmt.Errorf("%s: %w", what, ErrClosed)
 	}
@@ -256,9 +261,35 @@ func (s *RedisStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 	if run.ParentRunID != "" {
 		parentKey = key(s.prefix, run.ThreadID, kindRun, run.ParentRunID)
 	}
-	res, err := createRunScript.Run(ctx, s.r, []string{k.thread, k.runs, k.run, parentKey},
-		run.RunID, run.ParentRunID, run.Epoch, run.Owner, run.Route, s.nowMs(), s.ttlMs, k.base,
-		run.Node, leaseMs(run.LeaseUntil)).Slice()
+	// The index entry goes in the same pipeline (one round trip). It is written whatever the
+	// script answers: an entry for a thread this owner does not hold (a refused run) is
+	// dropped by ListThreads, which checks every entry against the thread's owner and route.
+	now := s.nowMs()
+	keys := []string{k.thread, k.runs, k.run, parentKey}
+	args := []any{run.RunID, run.ParentRunID, run.Epoch, run.Owner, run.Route, now, s.ttlMs, k.base,
+		run.Node, leaseMs(run.LeaseUntil), cleanTitle(run.Title)}
+	send := func(eval bool) ([]redis.Cmder, error) {
+		return s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if eval {
+				createRunScript.Eval(ctx, p, keys, args...)
+			} else {
+				createRunScript.EvalSha(ctx, p, keys, args...)
+			}
+			s.queueIndexAdd(ctx, p, run.Owner, run.Route, run.ThreadID, now)
+			return nil
+		})
+	}
+	cmds, err := send(false)
+	if err != nil && hasNoScript(cmds) {
+		cmds, err = send(true)
+	}
+	var res []any
+	if len(cmds) > 0 {
+		res, err = cmds[0].(*redis.Cmd).Slice()
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+	}
 	if err != nil {
 		return Thread{}, scriptError(err, fmt.Sprintf("creating run %q in thread %q", run.RunID, run.ThreadID))
 	}
@@ -411,7 +442,7 @@ func (s *RedisStore) Thread(ctx context.Context, threadID string) (Thread, error
 	var count *redis.IntCmd
 	var latest *redis.StringCmd
 	_, err = s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HMGet(ctx, k.thread, "owner", "route", "created")
+		meta = p.HMGet(ctx, k.thread, "owner", "route", "created", "title")
 		count = p.LLen(ctx, k.runs)
 		latest = p.LIndex(ctx, k.runs, -1)
 		return nil
@@ -420,12 +451,12 @@ func (s *RedisStore) Thread(ctx context.Context, threadID string) (Thread, error
 		return Thread{}, scriptError(err, fmt.Sprintf("reading thread %q", threadID))
 	}
 	v := meta.Val()
-	if len(v) != 3 || v[0] == nil {
+	if len(v) != 4 || v[0] == nil {
 		return Thread{}, fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)
 	}
 	return Thread{
 		ID: threadID, Owner: str(v[0]), Route: str(v[1]), CreatedAt: msTime(str(v[2])),
-		LatestRunID: latest.Val(), RunCount: int(count.Val()),
+		LatestRunID: latest.Val(), RunCount: int(count.Val()), Title: str(v[3]),
 	}, nil
 }
 

@@ -70,6 +70,10 @@ type Run struct {
 	// lost its replica: any other replica may end it as interrupted.
 	Node       string
 	LeaseUntil time.Time
+	// Title is read by CreateRun only: it becomes the thread's title (ThreadSummary) when the
+	// thread has none yet; the caller derives it from the run's input (its first user message).
+	// It is cut to MaxTitleBytes.
+	Title string
 }
 
 // Gap is an inclusive range of event sequence numbers that were not stored.
@@ -97,6 +101,7 @@ type Thread struct {
 	CreatedAt   time.Time
 	LatestRunID string // the run created last ("" for none)
 	RunCount    int
+	Title       string // from the first run that carried one (Run.Title); "" for none
 }
 
 // Event is one recorded SSE frame.
@@ -152,6 +157,18 @@ type Store interface {
 	PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error
 	// Checkpoint returns the run's checkpoint or ErrNotFound.
 	Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error)
+	// ListThreads returns one page of the threads of q.Owner on q.Route, most recently
+	// active first (see ThreadQuery). The order is stable under concurrent writes: paging on
+	// with NextCursor never repeats a thread and never skips one whose activity did not change
+	// meanwhile (a thread that starts a run meanwhile moves to the top, before the cursor).
+	// Errors: ErrInvalidPageCursor.
+	ListThreads(ctx context.Context, q ThreadQuery) (ThreadPage, error)
+	// DeleteThread removes the thread with every run, event and checkpoint, and its index
+	// entry, so its id can be used again. It refuses with ErrThreadBusy while a run of the
+	// thread is running, and answers ErrThreadNotFound for an unknown thread and for one owned
+	// by another owner or created through another route (the same answer, so a caller cannot
+	// learn that another identity's thread exists).
+	DeleteThread(ctx context.Context, threadID, owner, route string) error
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources. Methods called after Close return ErrClosed.

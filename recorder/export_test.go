@@ -6,3 +6,6 @@ func MemoryThreadCount(s *MemoryStore) int {
 	defer s.mu.Unlock()
 	return len(s.threads)
 }
+
+// IndexTag exposes the hash naming an owner's thread index on a route.
+var IndexTag = indexTag

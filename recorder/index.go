@@ -33,9 +33,6 @@ const (
 // ErrInvalidPageCursor is returned by ListThreads for a cursor it did not make.
 var ErrInvalidPageCursor = errors.New("invalid page cursor")
 
-// ErrThreadBusy is returned by DeleteThread while one of the thread's runs is still running.
-var ErrThreadBusy = errors.New("thread has a running run")
-
 // ThreadQuery selects one page of an owner's threads on one route.
 type ThreadQuery struct {
 	// Owner and Route name the index: the identity owning the threads ("" in single-tenant

@@ -17,7 +17,7 @@ var (
 	// ErrRunAlreadyStarted: CreateRun for a run id the thread already has.
 	ErrRunAlreadyStarted = errors.New("run already started")
 	// ErrThreadBusy: a new run on a thread whose latest run is still running on a live
-	// replica.
+	// replica; DeleteThread of a thread with a running run.
 	ErrThreadBusy = errors.New("thread has a run in progress")
 	// ErrThreadRoomMismatch: the thread was created through another route (room).
 	ErrThreadRoomMismatch = errors.New("thread belongs to another route")

@@ -3,8 +3,9 @@
 # lacks (redis-server, Node.js, Chromium, the pinned npm packages), then runs every Go test
 # (unit, Redis contract and fault tests on a private redis-server, proxy and attach tests, the
 # cross-language e2e with the official AG-UI client, the headless-browser EventSource check)
-# under the race detector, go vet and a gofmt check, the CopilotKit runner's tests against the
-# real CopilotKit runtime, the image build steps and the deploy manifest validation.
+# under the race detector, go vet and a gofmt check, the @agui-proxy/client package's tests (Node
+# and headless Chromium against the real binaries, npm pack), the CopilotKit runner's tests
+# against the real CopilotKit runtime, the image build steps and the deploy manifest validation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,8 +28,13 @@ fi
 if [ ! -d e2e/browser/node_modules/playwright-core ] || [ ! -d e2e/browser/node_modules/esbuild ]; then
   (cd e2e/browser && npm ci --no-audit --no-fund)
 fi
-# --ignore-scripts: nothing there needs an install script, and one (an analytics ping) would
+# --ignore-scripts: nothing in clients/ needs an install script (esbuild and typescript find
+# their platform binaries in their optional dependencies), and one (an analytics ping) would
 # reach beyond the package registry.
+if [ ! -f clients/typescript/node_modules/.package-lock.json ] ||
+  [ clients/typescript/package-lock.json -nt clients/typescript/node_modules/.package-lock.json ]; then
+  (cd clients/typescript && npm ci --no-audit --no-fund --ignore-scripts)
+fi
 if [ ! -d clients/copilotkit/node_modules/@copilotkit/runtime ]; then
   (cd clients/copilotkit && npm ci --no-audit --no-fund --ignore-scripts)
 fi
@@ -41,6 +47,9 @@ fi
 go vet ./...
 go build ./...
 go test -race -count=1 -timeout 15m "$@" ./...
+# @agui-proxy/client (clients/typescript): built, then its Node, headless-Chromium and npm-pack
+# tests against the agui-proxy and demo-agent binaries (built by the tests).
+(cd clients/typescript && npm run --silent build && npm test --silent)
 # The CopilotKit runner (clients/copilotkit): built, then run by the pinned @copilotkit/runtime
 # in separate processes against the proxy, the demo agent and a private redis-server.
 (cd clients/copilotkit && npm run --silent build && npm test --silent)

@@ -7,6 +7,7 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
+	go.etcd.io/bbolt v1.5.0
 )
 
 require (

@@ -1,7 +1,8 @@
 // Package recorder keeps every event of every run: the Store interface (store.go), an
-// in-memory store (the zero-configuration default), a Redis Streams store, and the Writer that
-// the proxy's per-run pump calls so the live stream never waits on storage. The contract both
-// stores pass is the suite in package recordertest.
+// in-memory store (the zero-configuration default), an embedded disk store (disk.go, one bbolt
+// file for a single process), a Redis Streams store, and the Writer that the proxy's per-run
+// pump calls so the live stream never waits on storage. The contract every store passes is
+// the suite in package recordertest.
 //
 // # Positions
 //
@@ -116,10 +117,26 @@
 // across. One XREAD names keys of many threads, so the store needs a single Redis (or a
 // proxy that routes multi-key XREAD), not Redis Cluster.
 //
+// # Disk store
+//
+// DiskStore keeps everything in one bbolt (go.etcd.io/bbolt) file. bbolt was chosen over an
+// LSM engine such as Pebble, which writes faster, because a failed write leaves a bbolt file
+// usable: the transaction is rolled back and later ones succeed once space is freed, whereas
+// Pebble's commit pipeline treats a failed WAL write (a full disk) as fatal and ends the
+// process. Layout: buckets threads, runs, order (creation order), events, ckpt, running and
+// meta; every key starts with "<threadId>" and a 0 byte (ids never hold a 0 byte), so a thread is a
+// contiguous key range. Events are stored as chunks, one per run per Append (at most 128
+// events each, keyed by their first seq, CRC-32C checked on every read), so one Writer batch
+// of many runs is one transaction with one key per run. Retention drops whole chunks. The
+// running bucket lists the runs whose status is running: bbolt locks the file, so at open they
+// all belong to a process that died, and OpenDiskStore ends each with a RUN_ERROR (code
+// INTERRUPTED) after its last stored event. Write errors caused by a full disk wrap
+// ErrDiskFull, and Ping reports the last write's failure until a write succeeds.
+//
 // # Concurrency
 //
 // Stores and the Writer are safe for concurrent use. The Writer starts a goroutine, which its
 // Shutdown stops; a RedisStore starts its tail goroutine on the first Follow, and Close stops
-// it (waiting followers get ErrClosed). The MemoryStore starts none: its followers wait on a
-// channel that each append, FinishRun, DeleteRun and Close closes.
+// it (waiting followers get ErrClosed). The MemoryStore and the DiskStore start none: their
+// followers wait on a channel that each append, FinishRun, DeleteRun and Close closes.
 package recorder

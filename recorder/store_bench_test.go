@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
@@ -14,6 +15,9 @@ import (
 func benchStores(b *testing.B) map[string]func(b *testing.B) recorder.Store {
 	return map[string]func(b *testing.B) recorder.Store{
 		"memory": func(b *testing.B) recorder.Store { return recorder.NewMemoryStore(recorder.MemoryConfig{}) },
+		"disk": func(b *testing.B) recorder.Store {
+			return openDisk(b, recorder.DiskConfig{NoSync: os.Getenv("DISK_NOSYNC") != ""}) // fsync per write, as in production
+		},
 		"redis": func(b *testing.B) recorder.Store {
 			srv := redistest.Start(b)
 			return newRedisStore(b, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix()})
@@ -31,7 +35,7 @@ func frame200(r recorder.Run, seq int64) []byte {
 
 // BenchmarkAppend: Store.Append of one run's batch of 1, 16 or 256 events of 200 bytes.
 func BenchmarkAppend(b *testing.B) {
-	for _, kind := range []string{"memory", "redis"} {
+	for _, kind := range []string{"memory", "disk", "redis"} {
 		for _, size := range []int{1, 16, 256} {
 			b.Run(fmt.Sprintf("%s/batch=%d", kind, size), func(b *testing.B) {
 				s := benchStores(b)[kind](b)
@@ -61,7 +65,7 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkEvents: reading 100 events from the middle of a 10 000-event run.
 func BenchmarkEvents(b *testing.B) {
-	for _, kind := range []string{"memory", "redis"} {
+	for _, kind := range []string{"memory", "disk", "redis"} {
 		b.Run(kind, func(b *testing.B) {
 			s := benchStores(b)[kind](b)
 			r := testRun("t", "r")

@@ -15,7 +15,7 @@ import (
 // stored, so batches fill only across runs).
 func BenchmarkWriter(b *testing.B) {
 	const runs = 50
-	for _, kind := range []string{"memory", "redis"} {
+	for _, kind := range []string{"memory", "disk", "redis"} {
 		for _, d := range []recorder.Durability{recorder.DurabilityAsync, recorder.DurabilitySync} {
 			b.Run(fmt.Sprintf("%s/%s", kind, d), func(b *testing.B) {
 				s := benchStores(b)[kind](b)

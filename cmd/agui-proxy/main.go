@@ -186,16 +186,29 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 }
 
 func storeName(cfg config) string {
-	if cfg.RedisURL == "" {
-		return "memory"
+	switch {
+	case cfg.RedisURL != "":
+		return "redis"
+	case cfg.StorePath != "":
+		return "disk"
 	}
-	return "redis"
+	return "memory"
 }
 
-// openStore returns the configured store: Redis when AGUI_REDIS_URL is set, else memory.
+// openStore returns the configured store: Redis when AGUI_REDIS_URL is set, the embedded
+// disk store when AGUI_STORE_PATH is, else memory.
 func openStore(ctx context.Context, cfg config, log *slog.Logger) (recorder.Store, error) {
+	if cfg.RedisURL == "" && cfg.StorePath != "" {
+		s, err := recorder.OpenDiskStore(ctx, recorder.DiskConfig{
+			Dir: cfg.StorePath, TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMax), Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("opening the disk store: %w", err)
+		}
+		return s, nil
+	}
 	if cfg.RedisURL == "" {
-		log.Warn("no AGUI_REDIS_URL: recording in memory; history is lost on restart and not shared between replicas")
+		log.Warn("no AGUI_REDIS_URL or AGUI_STORE_PATH: recording in memory; history is lost on restart and not shared between replicas")
 		return recorder.NewMemoryStore(recorder.MemoryConfig{TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMax)}), nil
 	}
 	s, err := recorder.NewRedisStore(ctx, recorder.RedisConfig{
@@ -287,6 +300,9 @@ func (fl fleet) shutdown(ctx context.Context) error {
 func readyReason(err error) string {
 	if errors.Is(err, proxy.ErrShuttingDown) {
 		return "shutting down"
+	}
+	if errors.Is(err, recorder.ErrDiskFull) {
+		return "store disk full"
 	}
 	return "store unreachable"
 }

@@ -1,0 +1,1216 @@
+package recorder
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/sse"
+)
+
+// DiskConfig configures a DiskStore.
+type DiskConfig struct {
+	// Dir is the directory holding the store's file (DiskFileName); it is created if missing.
+	// One process at a time may open it (a second Open fails after LockTimeout).
+	Dir string
+	// TTL removes a thread, with everything in it, TTL after the last write to it (0: never).
+	// Expiry is lazy as in MemoryStore: an expired thread is invisible at once and its data
+	// is deleted by a sweep inside a later write (at most once per half TTL).
+	TTL time.Duration
+	// MaxEventsPerRun keeps about the newest MaxEventsPerRun events of each run (whole chunks
+	// are dropped, so up to one chunk more is kept, like Redis's MAXLEN ~). Zero keeps all.
+	MaxEventsPerRun int
+	// FollowQueue bounds how far a Subscription may fall behind (see MemoryConfig.FollowQueue).
+	// Zero: DefaultFollowQueue.
+	FollowQueue int
+	// NoSync skips the fsync of each write transaction: a process crash still loses nothing
+	// (the pages are in the kernel), but a machine crash may lose recent writes or damage
+	// the file. For tests and benchmarks only.
+	NoSync bool
+	// LockTimeout bounds the wait for the directory's lock (default 1 s).
+	LockTimeout time.Duration
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Logger receives the recovery report at open and write failures (nil: discard).
+	Logger *slog.Logger
+}
+
+// DiskFileName is the name of the DiskStore's database file inside DiskConfig.Dir.
+const DiskFileName = "agui.db"
+
+// ErrDiskFull wraps write errors caused by a full disk (ENOSPC, EDQUOT, EFBIG): the write was
+// rolled back whole, the store stays usable and succeeds again once space is freed.
+var ErrDiskFull = errors.New("disk full")
+
+// Bucket names. Every key inside starts with the thread id and a 0 byte (ids never hold 0,
+// agui.ValidateID), so a thread's keys are one contiguous range of each bucket.
+var (
+	bucketThreads = []byte("threads") // threadId → diskThread (JSON)
+	bucketRuns    = []byte("runs")    // threadId 0 runId → diskRun (JSON)
+	bucketOrder   = []byte("order")   // threadId 0 idx (8 bytes BE) → runId: creation order
+	bucketEvents  = []byte("events")  // threadId 0 runId 0 firstSeq (8 bytes BE) → chunk
+	bucketCkpt    = []byte("ckpt")    // threadId 0 runId → checkpoint
+	bucketRunning = []byte("running") // threadId 0 runId → "": runs with status running
+	bucketMeta    = []byte("meta")    // "stats" → diskStats (JSON)
+)
+
+// maxChunkEvents bounds the events of one stored chunk, the unit of retention trimming.
+const maxChunkEvents = 128
+
+// chunkVersion is the first byte of every event chunk.
+const chunkVersion = 1
+
+// diskThread is a thread's record.
+type diskThread struct {
+	Owner   string `json:"o,omitempty"`
+	Route   string `json:"r,omitempty"`
+	Created int64  `json:"c"`           // ms
+	Expires int64  `json:"x,omitempty"` // ms; 0: never
+	Next    uint64 `json:"n"`           // next creation index
+	Count   int    `json:"k"`           // runs
+	Latest  string `json:"l,omitempty"` // the run created last
+}
+
+// diskRun is a run's record.
+type diskRun struct {
+	Epoch   string `json:"e"`
+	Parent  string `json:"p,omitempty"`
+	Status  string `json:"s"`
+	Detail  string `json:"d,omitempty"`
+	Route   string `json:"r,omitempty"`
+	Owner   string `json:"o,omitempty"`
+	Created int64  `json:"c"`
+	Updated int64  `json:"u"`
+	Last    int64  `json:"l,omitempty"`
+	First   int64  `json:"f,omitempty"` // lowest stored seq (0: none)
+	Count   int64  `json:"n,omitempty"` // events stored
+	Trimmed int64  `json:"t,omitempty"` // highest seq dropped by retention
+	Gaps    string `json:"g,omitempty"` // formatGaps
+	Node    string `json:"nd,omitempty"`
+	Lease   int64  `json:"ls,omitempty"`
+	Stop    bool   `json:"st,omitempty"`
+	Idx     uint64 `json:"i"`
+	Bytes   int64  `json:"b,omitempty"` // stored event bytes (chunks)
+}
+
+// diskStats are the store-wide byte counters, kept in the meta bucket by every write.
+type diskStats struct {
+	EventBytes      int64 `json:"e"`
+	CheckpointBytes int64 `json:"c"`
+}
+
+// DiskStore is a Store kept in one local file by bbolt (go.etcd.io/bbolt), for a single
+// process that wants its history to survive a restart without running Redis. Every write is
+// one bbolt transaction (all-or-nothing, fsynced before it returns unless NoSync); a run's
+// events are stored as chunks, one per run per Append (at most maxChunkEvents events each),
+// so a batch of events of many runs costs one commit and one key per run.
+//
+// Only one process may open a directory (bbolt holds a file lock), so at Open every run
+// still marked running was cut by the death of the previous process: Open ends each with a
+// RUN_ERROR event (code INTERRUPTED) after its last stored event and the status interrupted.
+//
+// A full disk makes writes fail with ErrDiskFull (rolled back, nothing half written) and
+// Ping report it until a write succeeds again: the Writer keeps retrying with backoff and
+// its buffer, then the gap, cover the outage exactly as for a Redis outage.
+//
+// It implements Follower (in-process notification) and Leaser.
+type DiskStore struct {
+	cfg  DiskConfig
+	db   *bolt.DB
+	log  *slog.Logger
+	path string
+
+	closeMu sync.RWMutex // held shared by every call, exclusively by Close
+	closed  bool
+	done    chan struct{} // closed by Close
+
+	writeErr atomic.Pointer[error] // the last write's error, nil after a success
+
+	notifyMu sync.Mutex
+	notify   map[string]chan struct{} // runKey → closed by the next change of the run
+
+	sweepMu   sync.Mutex
+	nextSweep time.Time
+
+	stats atomic.Pointer[diskStats]
+}
+
+// OpenDiskStore opens (creating if needed) the store in cfg.Dir and ends the runs the
+// previous process left running (see DiskStore).
+func OpenDiskStore(ctx context.Context, cfg DiskConfig) (*DiskStore, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("disk store: no directory")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.FollowQueue <= 0 {
+		cfg.FollowQueue = DefaultFollowQueue
+	}
+	if cfg.LockTimeout <= 0 {
+		cfg.LockTimeout = time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("disk store: %w", err)
+	}
+	path := filepath.Join(cfg.Dir, DiskFileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: cfg.LockTimeout,
+		NoSync:  cfg.NoSync,
+		// The free list is rebuilt at open (a scan of the page headers) instead of being
+		// written by every commit, which keeps commits small.
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+		// Growth is made durable by the commit's fdatasync, which includes the file size.
+		NoGrowSync: true,
+	})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("disk store %s is in use by another process: %w", path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("disk store %s: %w", path, err)
+	}
+	s := &DiskStore{cfg: cfg, db: db, log: log, path: path, done: make(chan struct{}), notify: map[string]chan struct{}{}}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketThreads, bucketRuns, bucketOrder, bucketEvents, bucketCkpt, bucketRunning, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		var st diskStats
+		if v := tx.Bucket(bucketMeta).Get([]byte("stats")); v != nil {
+			if err := json.Unmarshal(v, &st); err != nil {
+				return fmt.Errorf("stats record: %w", err)
+			}
+		}
+		s.stats.Store(&st)
+		return nil
+	})
+	if err == nil {
+		err = s.recover(ctx)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("disk store %s: %w", path, diskErr(err))
+	}
+	return s, nil
+}
+
+// InterruptedDetail is the Run.Detail of runs ended because their process stopped.
+const InterruptedDetail = "INTERRUPTED"
+
+// interruptedData is the RUN_ERROR the store appends to a run its previous process left open.
+var interruptedData = []byte(`{"type":"RUN_ERROR","message":"agui-proxy: the proxy serving this run stopped before it ended","code":"INTERRUPTED"}`)
+
+// recover ends every run left running by a previous process.
+func (s *DiskStore) recover(ctx context.Context) error {
+	type cut struct{ thread, run string }
+	var cuts []cut
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRunning).ForEach(func(k, _ []byte) error {
+			th, run, ok := bytes.Cut(k, []byte{0})
+			if !ok {
+				return fmt.Errorf("running index: malformed key %q", k)
+			}
+			cuts = append(cuts, cut{string(th), string(run)})
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range cuts {
+		r, err := s.Run(ctx, c.thread, c.run)
+		if errors.Is(err, ErrRunNotFound) || errors.Is(err, ErrThreadNotFound) {
+			s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRunning).Delete(runKey(c.thread, c.run)) })
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		seq := r.LastSeq + 1
+		frame, _ := sse.AppendEvent(nil, sse.Event{ID: Cursor{RunID: r.RunID, Epoch: r.Epoch, Seq: seq}.String(), Data: interruptedData})
+		if err := s.Append(ctx, []Batch{{Run: r, Events: []Event{{Seq: seq, Type: agui.RunError, Frame: frame}}}}); err != nil {
+			return err
+		}
+		if err := s.FinishRun(ctx, c.thread, c.run, StatusInterrupted, InterruptedDetail, seq); err != nil {
+			return err
+		}
+		s.log.Warn("ended a run the previous process left running", slog.String("thread_id", c.thread),
+			slog.String("run_id", c.run), slog.Int64("last_stored_seq", r.LastSeq))
+	}
+	return nil
+}
+
+// diskErr marks a full disk with ErrDiskFull.
+func diskErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) && (errno == syscall.ENOSPC || errno == syscall.EDQUOT || errno == syscall.EFBIG) {
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && errors.As(pe.Err, &errno) && errno == syscall.ENOSPC {
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	}
+	return err
+}
+
+// begin takes the shared close lock; the caller must call s.closeMu.RUnlock.
+func (s *DiskStore) begin() error {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// errAbort carries a sentinel out of a transaction that must not be retried or logged.
+type errAbort struct{ err error }
+
+func (e errAbort) Error() string {
+	if e.err == nil {
+		return "transaction abandoned"
+	}
+	return e.err.Error()
+}
+func (e errAbort) Unwrap() error { return e.err }
+
+// update runs fn in a write transaction and records the outcome for Ping.
+func (s *DiskStore) update(fn func(tx *bolt.Tx) error) error {
+	err := s.db.Update(fn)
+	var abort errAbort
+	if errors.As(err, &abort) {
+		s.writeErr.Store(nil) // the store answered; the refusal is the caller's
+		return abort.err
+	}
+	if err != nil {
+		err = diskErr(err)
+		if s.writeErr.Swap(&err) == nil {
+			s.log.Error("disk store write failed", slog.String("path", s.path), slog.Any("err", err))
+		}
+		return err
+	}
+	if s.writeErr.Swap(nil) != nil {
+		s.log.Info("disk store writes succeed again", slog.String("path", s.path))
+	}
+	return nil
+}
+
+func (s *DiskStore) now() time.Time { return time.UnixMilli(s.cfg.Now().UnixMilli()) }
+
+func threadPrefix(threadID string) []byte { return append([]byte(threadID), 0) }
+
+func runKey(threadID, runID string) []byte {
+	return append(threadPrefix(threadID), runID...)
+}
+
+func eventsPrefix(threadID, runID string) []byte { return append(runKey(threadID, runID), 0) }
+
+func orderKey(threadID string, idx uint64) []byte {
+	return binary.BigEndian.AppendUint64(threadPrefix(threadID), idx)
+}
+
+func getJSON[T any](b *bolt.Bucket, key []byte) (*T, error) {
+	v := b.Get(key)
+	if v == nil {
+		return nil, nil
+	}
+	var out T
+	if err := json.Unmarshal(v, &out); err != nil {
+		return nil, fmt.Errorf("record %q: %w", key, err)
+	}
+	return &out, nil
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, data)
+}
+
+// thread reads a live thread (nil when missing or expired).
+func (s *DiskStore) thread(tx *bolt.Tx, id string, now time.Time) (*diskThread, error) {
+	t, err := getJSON[diskThread](tx.Bucket(bucketThreads), []byte(id))
+	if err != nil || t == nil {
+		return nil, err
+	}
+	if t.Expires != 0 && now.UnixMilli() >= t.Expires {
+		return nil, nil
+	}
+	return t, nil
+}
+
+// putThread writes t, extending its life.
+func (s *DiskStore) putThread(tx *bolt.Tx, id string, t *diskThread, now time.Time) error {
+	if s.cfg.TTL > 0 {
+		t.Expires = now.Add(s.cfg.TTL).UnixMilli()
+	}
+	return putJSON(tx.Bucket(bucketThreads), []byte(id), t)
+}
+
+// refreshThread extends the life of a thread that was written to without changing its
+// record: only with a TTL, and only when the stored expiry is more than 1% of TTL stale, so
+// most appends leave the threads bucket untouched (fewer pages per commit).
+func (s *DiskStore) refreshThread(tx *bolt.Tx, id string, t *diskThread, now time.Time) error {
+	if s.cfg.TTL <= 0 || now.Add(s.cfg.TTL-s.cfg.TTL/100).UnixMilli() < t.Expires {
+		return nil
+	}
+	return s.putThread(tx, id, t, now)
+}
+
+// dropThread deletes every key of a thread. It returns the run keys it removed.
+func (s *DiskStore) dropThread(tx *bolt.Tx, id string) ([]string, error) {
+	p := threadPrefix(id)
+	var runs []string
+	st := s.statsIn(tx)
+	for _, name := range [][]byte{bucketRuns, bucketOrder, bucketEvents, bucketCkpt, bucketRunning} {
+		b := tx.Bucket(name)
+		c := b.Cursor()
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Seek(p) {
+			switch {
+			case bytes.Equal(name, bucketRuns):
+				runs = append(runs, string(k))
+			case bytes.Equal(name, bucketEvents):
+				st.EventBytes -= int64(len(v))
+			case bytes.Equal(name, bucketCkpt):
+				st.CheckpointBytes -= int64(len(v))
+			}
+			if err := b.Delete(k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tx.Bucket(bucketThreads).Delete([]byte(id)); err != nil {
+		return nil, err
+	}
+	return runs, s.putStats(tx, st)
+}
+
+// statsIn returns a copy of the counters for a write transaction to update.
+func (s *DiskStore) statsIn(tx *bolt.Tx) *diskStats {
+	st := *s.stats.Load()
+	return &st
+}
+
+// putStats writes the counters in tx and publishes them once tx commits.
+func (s *DiskStore) putStats(tx *bolt.Tx, st *diskStats) error {
+	if err := putJSON(tx.Bucket(bucketMeta), []byte("stats"), st); err != nil {
+		return err
+	}
+	tx.OnCommit(func() { s.stats.Store(st) })
+	return nil
+}
+
+// sweep deletes expired threads, at most once per half TTL. It runs inside a write.
+func (s *DiskStore) sweep(tx *bolt.Tx, now time.Time) ([]string, error) {
+	if s.cfg.TTL <= 0 {
+		return nil, nil
+	}
+	s.sweepMu.Lock()
+	due := !now.Before(s.nextSweep)
+	if due {
+		s.nextSweep = now.Add(max(s.cfg.TTL/2, time.Second))
+	}
+	s.sweepMu.Unlock()
+	if !due {
+		return nil, nil
+	}
+	var expired []string
+	err := tx.Bucket(bucketThreads).ForEach(func(k, v []byte) error {
+		var t diskThread
+		if json.Unmarshal(v, &t) == nil && t.Expires != 0 && now.UnixMilli() >= t.Expires {
+			expired = append(expired, string(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var woken []string
+	for _, id := range expired {
+		runs, err := s.dropThread(tx, id)
+		if err != nil {
+			return nil, err
+		}
+		woken = append(woken, runs...)
+	}
+	return woken, nil
+}
+
+// wake releases the followers waiting on the runs (keys as runKey builds them).
+func (s *DiskStore) wake(keys ...string) {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	for _, k := range keys {
+		if ch := s.notify[k]; ch != nil {
+			close(ch)
+			delete(s.notify, k)
+		}
+	}
+}
+
+// waitChan returns the channel the run's next change closes.
+func (s *DiskStore) waitChan(key string) <-chan struct{} {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	ch := s.notify[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		s.notify[key] = ch
+	}
+	return ch
+}
+
+// CreateRun implements Store.
+func (s *DiskStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
+	if err := validateRun(run); err != nil {
+		return Thread{}, err
+	}
+	if err := s.begin(); err != nil {
+		return Thread{}, err
+	}
+	defer s.closeMu.RUnlock()
+	var prev Thread
+	var woken []string
+	now := s.now()
+	err := s.update(func(tx *bolt.Tx) error {
+		var err error
+		if woken, err = s.sweep(tx, now); err != nil {
+			return err
+		}
+		t, err := s.thread(tx, run.ThreadID, now)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			// A thread that expired but was not swept yet is replaced whole.
+			if tx.Bucket(bucketThreads).Get([]byte(run.ThreadID)) != nil {
+				runs, err := s.dropThread(tx, run.ThreadID)
+				if err != nil {
+					return err
+				}
+				woken = append(woken, runs...)
+			}
+		} else {
+			if t.Owner != run.Owner {
+				return errAbort{fmt.Errorf("thread %q: %w", run.ThreadID, ErrThreadNotFound)}
+			}
+			if t.Route != run.Route {
+				return errAbort{fmt.Errorf("thread %q: %w", run.ThreadID, ErrThreadRoomMismatch)}
+			}
+			if tx.Bucket(bucketRuns).Get(runKey(run.ThreadID, run.RunID)) != nil {
+				return errAbort{fmt.Errorf("run %q in thread %q: %w", run.RunID, run.ThreadID, ErrRunAlreadyStarted)}
+			}
+			prev = t.info(run.ThreadID)
+		}
+		if run.ParentRunID != "" && (t == nil || tx.Bucket(bucketRuns).Get(runKey(run.ThreadID, run.ParentRunID)) == nil) {
+			return errAbort{fmt.Errorf("parent run %q in thread %q: %w", run.ParentRunID, run.ThreadID, ErrRunNotFound)}
+		}
+		if t == nil {
+			t = &diskThread{Owner: run.Owner, Route: run.Route, Created: now.UnixMilli()}
+		}
+		r := &diskRun{Epoch: run.Epoch, Parent: run.ParentRunID, Status: string(StatusRunning), Route: t.Route, Owner: t.Owner,
+			Created: now.UnixMilli(), Updated: now.UnixMilli(), Node: run.Node, Lease: msOrZero(run.LeaseUntil)}
+		return s.addRun(tx, run.ThreadID, run.RunID, t, r, now)
+	})
+	s.wake(woken...)
+	return prev, err
+}
+
+// addRun registers a new run record in t.
+func (s *DiskStore) addRun(tx *bolt.Tx, threadID, runID string, t *diskThread, r *diskRun, now time.Time) error {
+	r.Idx = t.Next
+	t.Next++
+	t.Count++
+	t.Latest = runID
+	k := runKey(threadID, runID)
+	if err := tx.Bucket(bucketOrder).Put(orderKey(threadID, r.Idx), []byte(runID)); err != nil {
+		return err
+	}
+	if r.Status == string(StatusRunning) {
+		if err := tx.Bucket(bucketRunning).Put(k, nil); err != nil {
+			return err
+		}
+	}
+	if err := putJSON(tx.Bucket(bucketRuns), k, r); err != nil {
+		return err
+	}
+	return s.putThread(tx, threadID, t, now)
+}
+
+func msOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func timeOrZero(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+func (t *diskThread) info(id string) Thread {
+	return Thread{ID: id, Owner: t.Owner, Route: t.Route, CreatedAt: time.UnixMilli(t.Created), LatestRunID: t.Latest, RunCount: t.Count}
+}
+
+func (r *diskRun) run(threadID, runID string) (Run, error) {
+	gaps, err := parseGaps(r.Gaps)
+	if err != nil {
+		return Run{}, fmt.Errorf("run %q in thread %q: %w", runID, threadID, err)
+	}
+	return Run{
+		ThreadID: threadID, RunID: runID, ParentRunID: r.Parent, Epoch: r.Epoch, Status: RunStatus(r.Status),
+		Detail: r.Detail, Route: r.Route, Owner: r.Owner, CreatedAt: time.UnixMilli(r.Created), UpdatedAt: time.UnixMilli(r.Updated),
+		LastSeq: r.Last, FirstSeq: r.First, Gaps: gaps, Node: r.Node, LeaseUntil: timeOrZero(r.Lease),
+	}, nil
+}
+
+// DeleteRun implements Store.
+func (s *DiskStore) DeleteRun(ctx context.Context, threadID, runID string) error {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return err
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	now := s.now()
+	k := runKey(threadID, runID)
+	err := s.update(func(tx *bolt.Tx) error {
+		t, err := s.thread(tx, threadID, now)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return errAbort{fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)}
+		}
+		r, err := getJSON[diskRun](tx.Bucket(bucketRuns), k)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			return errAbort{fmt.Errorf("run %q in thread %q: %w", runID, threadID, ErrRunNotFound)}
+		}
+		if t.Count <= 1 {
+			_, err := s.dropThread(tx, threadID)
+			return err
+		}
+		st := s.statsIn(tx)
+		if err := s.deleteEvents(tx, threadID, runID, st, 0); err != nil {
+			return err
+		}
+		if v := tx.Bucket(bucketCkpt).Get(k); v != nil {
+			st.CheckpointBytes -= int64(len(v))
+		}
+		for _, del := range []struct {
+			b []byte
+			k []byte
+		}{{bucketRuns, k}, {bucketCkpt, k}, {bucketRunning, k}, {bucketOrder, orderKey(threadID, r.Idx)}} {
+			if err := tx.Bucket(del.b).Delete(del.k); err != nil {
+				return err
+			}
+		}
+		t.Count--
+		if t.Latest == runID {
+			t.Latest = s.latest(tx, threadID)
+		}
+		if err := s.putStats(tx, st); err != nil {
+			return err
+		}
+		return s.putThread(tx, threadID, t, now)
+	})
+	s.wake(string(k))
+	return err
+}
+
+// latest returns the run id with the highest creation index of the thread.
+func (s *DiskStore) latest(tx *bolt.Tx, threadID string) string {
+	p := threadPrefix(threadID)
+	k, v := seekAtOrBefore(tx.Bucket(bucketOrder).Cursor(), orderKey(threadID, ^uint64(0)), p)
+	if k != nil && len(k) == len(p)+8 {
+		return string(v)
+	}
+	return ""
+}
+
+// seekAtOrBefore positions c on the last key <= target that starts with prefix; without one,
+// on the first key after target that starts with prefix; else it returns nil.
+func seekAtOrBefore(c *bolt.Cursor, target, prefix []byte) ([]byte, []byte) {
+	k, v := c.Seek(target)
+	if k != nil && bytes.Equal(k, target) {
+		return k, v
+	}
+	var pk, pv []byte
+	if k == nil {
+		pk, pv = c.Last()
+	} else {
+		pk, pv = c.Prev()
+	}
+	if pk != nil && bytes.HasPrefix(pk, prefix) {
+		return pk, pv
+	}
+	k, v = c.Seek(target)
+	if k != nil && bytes.HasPrefix(k, prefix) {
+		return k, v
+	}
+	return nil, nil
+}
+
+// deleteEvents removes the run's chunks whose first seq is >= from (0: all).
+func (s *DiskStore) deleteEvents(tx *bolt.Tx, threadID, runID string, st *diskStats, from int64) error {
+	p := eventsPrefix(threadID, runID)
+	b := tx.Bucket(bucketEvents)
+	c := b.Cursor()
+	for k, v := c.Seek(binary.BigEndian.AppendUint64(slices.Clone(p), uint64(from))); k != nil && bytes.HasPrefix(k, p); k, v = c.Seek(p) {
+		st.EventBytes -= int64(len(v))
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Append implements Store. All batches are one transaction.
+func (s *DiskStore) Append(ctx context.Context, batches []Batch) error {
+	for _, b := range batches {
+		if err := validateRun(b.Run); err != nil {
+			return err
+		}
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	now := s.now()
+	woken := make([]string, 0, len(batches))
+	err := s.update(func(tx *bolt.Tx) error {
+		woken = woken[:0]
+		st := s.statsIn(tx)
+		for _, b := range batches {
+			if err := s.appendBatch(tx, b, now, st); err != nil {
+				return err
+			}
+			woken = append(woken, string(runKey(b.Run.ThreadID, b.Run.RunID)))
+		}
+		return s.putStats(tx, st)
+	})
+	if err == nil {
+		s.wake(woken...)
+	}
+	return err
+}
+
+// appendBatch stores one batch inside tx.
+func (s *DiskStore) appendBatch(tx *bolt.Tx, b Batch, now time.Time, st *diskStats) error {
+	threadID, runID := b.Run.ThreadID, b.Run.RunID
+	t, err := s.thread(tx, threadID, now)
+	if err != nil {
+		return err
+	}
+	k := runKey(threadID, runID)
+	var r *diskRun
+	if t != nil {
+		if r, err = getJSON[diskRun](tx.Bucket(bucketRuns), k); err != nil {
+			return err
+		}
+	} else {
+		if tx.Bucket(bucketThreads).Get([]byte(threadID)) != nil {
+			if _, err := s.dropThread(tx, threadID); err != nil {
+				return err
+			}
+		}
+		t = &diskThread{Owner: b.Run.Owner, Route: b.Run.Route, Created: now.UnixMilli()}
+	}
+	if r == nil {
+		// The run is unknown (its data was lost, or an import): re-create it from the batch.
+		created := b.Run.CreatedAt
+		if created.IsZero() {
+			created = now
+		}
+		status := b.Run.Status
+		if status == "" {
+			status = StatusRunning
+		}
+		r = &diskRun{Epoch: b.Run.Epoch, Parent: b.Run.ParentRunID, Status: string(status), Route: b.Run.Route, Owner: b.Run.Owner,
+			Created: created.UnixMilli(), Updated: now.UnixMilli(), Detail: b.Run.Detail}
+		if len(b.Events) > 0 && b.Events[0].Seq > 1 {
+			r.Gaps = formatGaps([]Gap{{From: 1, To: b.Events[0].Seq - 1}})
+		}
+		if err := s.addRun(tx, threadID, runID, t, r, now); err != nil {
+			return err
+		}
+	} else if r.Epoch != b.Run.Epoch {
+		return nil // another run now uses this id: these events are not its
+	}
+	var gaps []Gap
+	if r.Gaps != "" {
+		if gaps, err = parseGaps(r.Gaps); err != nil {
+			return err
+		}
+	}
+	evs := b.Events
+	for len(evs) > 0 && evs[0].Seq <= r.Last {
+		evs = evs[1:]
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), maxChunkEvents)
+		chunk := evs[:n]
+		evs = evs[n:]
+		var kept []Event
+		for _, ev := range chunk {
+			if ev.Seq <= r.Last {
+				continue // out of order inside the batch: skipped like a duplicate
+			}
+			if ev.Seq > r.Last+1 {
+				gaps = addGap(gaps, r.Last+1, ev.Seq-1)
+			}
+			kept = append(kept, ev)
+			r.Last = ev.Seq
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		data := encodeChunk(kept)
+		key := binary.BigEndian.AppendUint64(eventsPrefix(threadID, runID), uint64(kept[0].Seq))
+		if err := tx.Bucket(bucketEvents).Put(key, data); err != nil {
+			return err
+		}
+		if r.First == 0 {
+			r.First = kept[0].Seq
+		}
+		r.Count += int64(len(kept))
+		r.Bytes += int64(len(data))
+		st.EventBytes += int64(len(data))
+	}
+	if err := s.trim(tx, threadID, runID, r, st); err != nil {
+		return err
+	}
+	r.Gaps = formatGaps(gaps)
+	r.Updated = now.UnixMilli()
+	if err := putJSON(tx.Bucket(bucketRuns), k, r); err != nil {
+		return err
+	}
+	return s.refreshThread(tx, threadID, t, now)
+}
+
+// trim drops the run's oldest chunks while at least MaxEventsPerRun events remain without them.
+func (s *DiskStore) trim(tx *bolt.Tx, threadID, runID string, r *diskRun, st *diskStats) error {
+	keep := int64(s.cfg.MaxEventsPerRun)
+	if keep <= 0 || r.Count <= keep {
+		return nil
+	}
+	p := eventsPrefix(threadID, runID)
+	b := tx.Bucket(bucketEvents)
+	c := b.Cursor()
+	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Seek(p) {
+		n, last, err := chunkHeader(v)
+		if err != nil {
+			return fmt.Errorf("run %q in thread %q: %w", runID, threadID, err)
+		}
+		if r.Count-int64(n) < keep {
+			r.First = int64(binary.BigEndian.Uint64(k[len(p):]))
+			return nil
+		}
+		r.Count -= int64(n)
+		r.Bytes -= int64(len(v))
+		st.EventBytes -= int64(len(v))
+		r.Trimmed = last
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	r.First = 0
+	return nil
+}
+
+// errBadChunk reports a stored event chunk that does not decode or fails its checksum.
+var errBadChunk = errors.New("damaged event chunk")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeChunk encodes events as: version, count, last seq, then per event seq, type and
+// frame (lengths as uvarints), then the CRC-32C of everything before it.
+func encodeChunk(evs []Event) []byte {
+	size := 1 + 2*binary.MaxVarintLen64 + 4
+	for _, e := range evs {
+		size += 3*binary.MaxVarintLen64 + len(e.Type) + len(e.Frame)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, chunkVersion)
+	b = binary.AppendUvarint(b, uint64(len(evs)))
+	b = binary.AppendUvarint(b, uint64(evs[len(evs)-1].Seq))
+	for _, e := range evs {
+		b = binary.AppendUvarint(b, uint64(e.Seq))
+		b = binary.AppendUvarint(b, uint64(len(e.Type)))
+		b = append(b, e.Type...)
+		b = binary.AppendUvarint(b, uint64(len(e.Frame)))
+		b = append(b, e.Frame...)
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// chunkHeader returns a chunk's event count and last seq after checking its checksum.
+func chunkHeader(b []byte) (int, int64, error) {
+	if len(b) < 5 || b[0] != chunkVersion || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
+		return 0, 0, errBadChunk
+	}
+	n, i := binary.Uvarint(b[1:])
+	if i <= 0 || n == 0 || n > maxChunkEvents {
+		return 0, 0, errBadChunk
+	}
+	last, j := binary.Uvarint(b[1+i:])
+	if j <= 0 {
+		return 0, 0, errBadChunk
+	}
+	return int(n), int64(last), nil
+}
+
+// decodeChunk appends to dst the chunk's events with seq > after, at most limit in all
+// (limit <= 0: no bound). The frames are copies (the chunk lives in the mmap).
+func decodeChunk(dst []Event, b []byte, after int64, limit int) ([]Event, error) {
+	n, _, err := chunkHeader(b)
+	if err != nil {
+		return dst, err
+	}
+	p := b[1 : len(b)-4]
+	_, i := binary.Uvarint(p)
+	p = p[i:]
+	_, i = binary.Uvarint(p)
+	p = p[i:]
+	field := func() ([]byte, bool) {
+		l, i := binary.Uvarint(p)
+		if i <= 0 || l > uint64(len(p)-i) {
+			return nil, false
+		}
+		v := p[i : i+int(l)]
+		p = p[i+int(l):]
+		return v, true
+	}
+	for range n {
+		seq, i := binary.Uvarint(p)
+		if i <= 0 {
+			return dst, errBadChunk
+		}
+		p = p[i:]
+		typ, ok1 := field()
+		frame, ok2 := field()
+		if !ok1 || !ok2 {
+			return dst, errBadChunk
+		}
+		if int64(seq) > after && (limit <= 0 || len(dst) < limit) {
+			dst = append(dst, Event{Seq: int64(seq), Type: string(typ), Frame: slices.Clone(frame)})
+		}
+	}
+	if len(p) != 0 {
+		return dst, errBadChunk
+	}
+	return dst, nil
+}
+
+// FinishRun implements Store.
+func (s *DiskStore) FinishRun(ctx context.Context, threadID, runID string, status RunStatus, detail string, lastSeq int64) error {
+	k := runKey(threadID, runID)
+	err := s.writeRun(threadID, runID, func(tx *bolt.Tx, r *diskRun, now time.Time) error {
+		r.Status, r.Detail, r.Updated = string(status), detail, now.UnixMilli()
+		if lastSeq > r.Last {
+			gaps, err := parseGaps(r.Gaps)
+			if err != nil {
+				return err
+			}
+			r.Gaps = formatGaps(addGap(gaps, r.Last+1, lastSeq))
+		}
+		if status != StatusRunning {
+			return tx.Bucket(bucketRunning).Delete(k)
+		}
+		return nil
+	})
+	s.wake(string(k))
+	return err
+}
+
+// writeRun runs fn on an existing run's record in a write transaction and stores the record.
+func (s *DiskStore) writeRun(threadID, runID string, fn func(tx *bolt.Tx, r *diskRun, now time.Time) error) error {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return err
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	now := s.now()
+	k := runKey(threadID, runID)
+	return s.update(func(tx *bolt.Tx) error {
+		t, r, err := s.findRun(tx, threadID, runID, now)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx, r, now); err != nil {
+			return err
+		}
+		if err := putJSON(tx.Bucket(bucketRuns), k, r); err != nil {
+			return err
+		}
+		return s.refreshThread(tx, threadID, t, now)
+	})
+}
+
+// findRun reads a live run; missing ones are errAbort-wrapped sentinels.
+func (s *DiskStore) findRun(tx *bolt.Tx, threadID, runID string, now time.Time) (*diskThread, *diskRun, error) {
+	t, err := s.thread(tx, threadID, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t == nil {
+		return nil, nil, errAbort{fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)}
+	}
+	r, err := getJSON[diskRun](tx.Bucket(bucketRuns), runKey(threadID, runID))
+	if err != nil {
+		return nil, nil, err
+	}
+	if r == nil {
+		return nil, nil, errAbort{fmt.Errorf("run %q in thread %q: %w", runID, threadID, ErrRunNotFound)}
+	}
+	return t, r, nil
+}
+
+// view runs fn in a read transaction after the close check, unwrapping errAbort.
+func (s *DiskStore) view(fn func(tx *bolt.Tx) error) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	err := s.db.View(fn)
+	var abort errAbort
+	if errors.As(err, &abort) {
+		return abort.err
+	}
+	return err
+}
+
+// Thread implements Store.
+func (s *DiskStore) Thread(ctx context.Context, threadID string) (Thread, error) {
+	if err := validateIDs(threadID, nil); err != nil {
+		return Thread{}, err
+	}
+	var out Thread
+	err := s.view(func(tx *bolt.Tx) error {
+		t, err := s.thread(tx, threadID, s.now())
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return errAbort{fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)}
+		}
+		out = t.info(threadID)
+		return nil
+	})
+	return out, err
+}
+
+// Run implements Store.
+func (s *DiskStore) Run(ctx context.Context, threadID, runID string) (Run, error) {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return Run{}, err
+	}
+	var out Run
+	err := s.view(func(tx *bolt.Tx) error {
+		_, r, err := s.findRun(tx, threadID, runID, s.now())
+		if err != nil {
+			return err
+		}
+		out, err = r.run(threadID, runID)
+		return err
+	})
+	return out, err
+}
+
+// Runs implements Store.
+func (s *DiskStore) Runs(ctx context.Context, threadID string) ([]Run, error) {
+	if err := validateIDs(threadID, nil); err != nil {
+		return nil, err
+	}
+	var out []Run
+	err := s.view(func(tx *bolt.Tx) error {
+		t, err := s.thread(tx, threadID, s.now())
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return errAbort{fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)}
+		}
+		out = make([]Run, 0, t.Count)
+		p := threadPrefix(threadID)
+		c := tx.Bucket(bucketOrder).Cursor()
+		runs := tx.Bucket(bucketRuns)
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			r, err := getJSON[diskRun](runs, runKey(threadID, string(v)))
+			if err != nil {
+				return err
+			}
+			if r == nil {
+				return fmt.Errorf("thread %q: run %q is listed without a record", threadID, v)
+			}
+			run, err := r.run(threadID, string(v))
+			if err != nil {
+				return err
+			}
+			out = append(out, run)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Events implements Store.
+func (s *DiskStore) Events(ctx context.Context, threadID, runID string, afterSeq int64, limit int) ([]Event, error) {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return nil, err
+	}
+	var out []Event
+	err := s.view(func(tx *bolt.Tx) error {
+		_, r, err := s.findRun(tx, threadID, runID, s.now())
+		if errors.Is(err, ErrThreadNotFound) || errors.Is(err, ErrRunNotFound) {
+			return errAbort{fmt.Errorf("events of run %q in thread %q: %w", runID, threadID, ErrRunNotFound)}
+		}
+		if err != nil {
+			return err
+		}
+		out, err = s.readEvents(tx, threadID, runID, r, afterSeq, limit)
+		return err
+	})
+	return out, err
+}
+
+// readEvents reads up to limit events of the run with seq > after.
+func (s *DiskStore) readEvents(tx *bolt.Tx, threadID, runID string, r *diskRun, after int64, limit int) ([]Event, error) {
+	if after >= r.Last {
+		return nil, nil
+	}
+	p := eventsPrefix(threadID, runID)
+	c := tx.Bucket(bucketEvents).Cursor()
+	// The chunk holding after+1 starts at or before it: the last chunk starting at or before
+	// after+1, else the first one after.
+	start := binary.BigEndian.AppendUint64(slices.Clone(p), uint64(max(after, 0)+1))
+	k, v := seekAtOrBefore(c, start, p)
+	var out []Event
+	for ; k != nil && bytes.HasPrefix(k, p) && (limit <= 0 || len(out) < limit); k, v = c.Next() {
+		var err error
+		if out, err = decodeChunk(out, v, after, limit); err != nil {
+			return nil, fmt.Errorf("run %q in thread %q, chunk at seq %d: %w", runID, threadID, binary.BigEndian.Uint64(k[len(p):]), err)
+		}
+	}
+	return out, nil
+}
+
+// PutCheckpoint implements Store. Errors: ErrRunNotFound, ErrThreadNotFound.
+func (s *DiskStore) PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error {
+	k := runKey(threadID, runID)
+	return s.writeRun(threadID, runID, func(tx *bolt.Tx, r *diskRun, now time.Time) error {
+		st := s.statsIn(tx)
+		if v := tx.Bucket(bucketCkpt).Get(k); v != nil {
+			st.CheckpointBytes -= int64(len(v))
+		}
+		st.CheckpointBytes += int64(len(data))
+		if err := tx.Bucket(bucketCkpt).Put(k, slices.Clone(data)); err != nil {
+			return err
+		}
+		return s.putStats(tx, st)
+	})
+}
+
+// Checkpoint implements Store.
+func (s *DiskStore) Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error) {
+	if err := validateIDs(threadID, &runID); err != nil {
+		return nil, err
+	}
+	var out []byte
+	err := s.view(func(tx *bolt.Tx) error {
+		_, _, err := s.findRun(tx, threadID, runID, s.now())
+		if errors.Is(err, ErrThreadNotFound) || errors.Is(err, ErrRunNotFound) {
+			return errAbort{fmt.Errorf("checkpoint of run %q in thread %q: %w", runID, threadID, ErrNotFound)}
+		}
+		if err != nil {
+			return err
+		}
+		v := tx.Bucket(bucketCkpt).Get(runKey(threadID, runID))
+		if v == nil {
+			return errAbort{fmt.Errorf("checkpoint of run %q in thread %q: %w", runID, threadID, ErrNotFound)}
+		}
+		out = slices.Clone(v)
+		return nil
+	})
+	return out, err
+}
+
+// Ping implements Store: it fails after Close, and while the last write failed (a full disk:
+// ErrDiskFull) until a write succeeds again.
+func (s *DiskStore) Ping(ctx context.Context) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	if p := s.writeErr.Load(); p != nil {
+		return fmt.Errorf("disk store %s: the last write failed: %w", s.path, *p)
+	}
+	return nil
+}
+
+// Close implements Store. Waiting followers get ErrClosed.
+func (s *DiskStore) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	return s.db.Close()
+}
+
+// DiskStats are a DiskStore's sizes.
+type DiskStats struct {
+	EventBytes      int64 // encoded event chunks stored
+	CheckpointBytes int64 // checkpoints stored
+	FileBytes       int64 // the database file's size (bbolt reuses freed pages; the file never shrinks)
+}
+
+// Stats returns the store's sizes.
+func (s *DiskStore) Stats() DiskStats {
+	st := s.stats.Load()
+	out := DiskStats{EventBytes: st.EventBytes, CheckpointBytes: st.CheckpointBytes}
+	if fi, err := os.Stat(s.path); err == nil {
+		out.FileBytes = fi.Size()
+	}
+	return out
+}
+
+var _ Store = (*DiskStore)(nil)

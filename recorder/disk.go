@@ -68,6 +68,9 @@ var (
 	bucketCkpt    = []byte("ckpt")    // threadId 0 runId → checkpoint
 	bucketRunning = []byte("running") // threadId 0 runId → "": runs with status running
 	bucketMeta    = []byte("meta")    // "stats" → diskStats (JSON)
+	// bucketIndex is the thread index: indexTag(owner, route) 0 ^activity ms (8 bytes BE, so
+	// the newest comes first) threadId → "". It holds one entry per thread.
+	bucketIndex = []byte("index")
 )
 
 // maxChunkEvents bounds the events of one stored chunk, the unit of retention trimming.
@@ -85,6 +88,27 @@ type diskThread struct {
 	Next    uint64 `json:"n"`           // next creation index
 	Count   int    `json:"k"`           // runs
 	Latest  string `json:"l,omitempty"` // the run created last
+	Active  int64  `json:"a,omitempty"` // ms: start of the latest run (the index order)
+	Title   string `json:"t,omitempty"`
+}
+
+// indexKey is the thread's entry in bucketIndex.
+func indexKey(owner, route string, active int64, threadID string) []byte {
+	k := append([]byte(indexTag(owner, route)), 0)
+	k = binary.BigEndian.AppendUint64(k, ^uint64(active))
+	return append(k, threadID...)
+}
+
+// setActive moves the thread's index entry to activity now.
+func setActive(tx *bolt.Tx, threadID string, t *diskThread, now time.Time) error {
+	b := tx.Bucket(bucketIndex)
+	if t.Active != 0 {
+		if err := b.Delete(indexKey(t.Owner, t.Route, t.Active, threadID)); err != nil {
+			return err
+		}
+	}
+	t.Active = max(now.UnixMilli(), t.Active) // never backwards, even if the clock steps back
+	return b.Put(indexKey(t.Owner, t.Route, t.Active, threadID), nil)
 }
 
 // diskRun is a run's record.
@@ -192,7 +216,7 @@ func OpenDiskStore(ctx context.Context, cfg DiskConfig) (*DiskStore, error) {
 	}
 	s := &DiskStore{cfg: cfg, db: db, log: log, path: path, done: make(chan struct{}), notify: map[string]chan struct{}{}}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketThreads, bucketRuns, bucketOrder, bucketEvents, bucketCkpt, bucketRunning, bucketMeta} {
+		for _, b := range [][]byte{bucketThreads, bucketRuns, bucketOrder, bucketEvents, bucketCkpt, bucketRunning, bucketMeta, bucketIndex} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -389,6 +413,13 @@ func (s *DiskStore) dropThread(tx *bolt.Tx, id string) ([]string, error) {
 	p := threadPrefix(id)
 	var runs []string
 	st := s.statsIn(tx)
+	if t, err := getJSON[diskThread](tx.Bucket(bucketThreads), []byte(id)); err != nil {
+		return nil, err
+	} else if t != nil && t.Active != 0 {
+		if err := tx.Bucket(bucketIndex).Delete(indexKey(t.Owner, t.Route, t.Active, id)); err != nil {
+			return nil, err
+		}
+	}
 	for _, name := range [][]byte{bucketRuns, bucketOrder, bucketEvents, bucketCkpt, bucketRunning} {
 		b := tx.Bucket(name)
 		c := b.Cursor()
@@ -498,8 +529,9 @@ func (s *DiskStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 	defer s.closeMu.RUnlock()
 	var prev Thread
 	var woken []string
-	now := s.now()
+	var now time.Time // read inside the transaction: writes are serialized, so times only grow
 	err := s.update(func(tx *bolt.Tx) error {
+		now = s.now()
 		var err error
 		if woken, err = s.sweep(tx, now); err != nil {
 			return err
@@ -534,6 +566,12 @@ func (s *DiskStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 		}
 		if t == nil {
 			t = &diskThread{Owner: run.Owner, Route: run.Route, Created: now.UnixMilli()}
+		}
+		if t.Title == "" {
+			t.Title = cleanTitle(run.Title)
+		}
+		if err := setActive(tx, run.ThreadID, t, now); err != nil {
+			return err
 		}
 		r := &diskRun{Epoch: run.Epoch, Parent: run.ParentRunID, Status: string(StatusRunning), Route: t.Route, Owner: t.Owner,
 			Created: now.UnixMilli(), Updated: now.UnixMilli(), Node: run.Node, Lease: msOrZero(run.LeaseUntil)}
@@ -579,7 +617,7 @@ func timeOrZero(ms int64) time.Time {
 }
 
 func (t *diskThread) info(id string) Thread {
-	return Thread{ID: id, Owner: t.Owner, Route: t.Route, CreatedAt: time.UnixMilli(t.Created), LatestRunID: t.Latest, RunCount: t.Count}
+	return Thread{ID: id, Owner: t.Owner, Route: t.Route, CreatedAt: time.UnixMilli(t.Created), LatestRunID: t.Latest, RunCount: t.Count, Title: t.Title}
 }
 
 func (r *diskRun) run(threadID, runID string) (Run, error) {
@@ -603,9 +641,10 @@ func (s *DiskStore) DeleteRun(ctx context.Context, threadID, runID string) error
 		return err
 	}
 	defer s.closeMu.RUnlock()
-	now := s.now()
+	var now time.Time // read inside the transaction: writes are serialized, so times only grow
 	k := runKey(threadID, runID)
 	err := s.update(func(tx *bolt.Tx) error {
+		now = s.now()
 		t, err := s.thread(tx, threadID, now)
 		if err != nil {
 			return err
@@ -710,9 +749,10 @@ func (s *DiskStore) Append(ctx context.Context, batches []Batch) error {
 		return err
 	}
 	defer s.closeMu.RUnlock()
-	now := s.now()
+	var now time.Time // read inside the transaction: writes are serialized, so times only grow
 	woken := make([]string, 0, len(batches))
 	err := s.update(func(tx *bolt.Tx) error {
+		now = s.now()
 		woken = woken[:0]
 		st := s.statsIn(tx)
 		for _, b := range batches {
@@ -749,6 +789,9 @@ func (s *DiskStore) appendBatch(tx *bolt.Tx, b Batch, now time.Time, st *diskSta
 			}
 		}
 		t = &diskThread{Owner: b.Run.Owner, Route: b.Run.Route, Created: now.UnixMilli()}
+		if err := setActive(tx, threadID, t, now); err != nil {
+			return err
+		}
 	}
 	if r == nil {
 		// The run is unknown (its data was lost, or an import): re-create it from the batch.
@@ -966,9 +1009,10 @@ func (s *DiskStore) writeRun(threadID, runID string, fn func(tx *bolt.Tx, r *dis
 		return err
 	}
 	defer s.closeMu.RUnlock()
-	now := s.now()
+	var now time.Time // read inside the transaction: writes are serialized, so times only grow
 	k := runKey(threadID, runID)
 	return s.update(func(tx *bolt.Tx) error {
+		now = s.now()
 		t, r, err := s.findRun(tx, threadID, runID, now)
 		if err != nil {
 			return err

@@ -58,6 +58,11 @@ type Config struct {
 	// RecorderBuffer bounds the events waiting to be stored across all runs
 	// (default recorder.DefaultMaxBufferedEvents).
 	RecorderBuffer int
+	// RecorderFullWait is how long a run waits for room in a full recorder buffer while the
+	// store makes no progress, before its events are dropped with a gap (zero:
+	// recorder.DefaultFullWait; negative: drop at once). While the store keeps making
+	// progress a fast agent is slowed to its pace and nothing is dropped.
+	RecorderFullWait time.Duration
 	// Registerer receives the proxy's Prometheus collectors (agui_proxy_*). nil: no metrics.
 	Registerer prometheus.Registerer
 	// Logger receives structured logs. nil: discard.

@@ -58,6 +58,7 @@ func New(cfg Config) (*Handler, error) {
 		Store:             h.store,
 		Durability:        cfg.Durability,
 		MaxBufferedEvents: cfg.RecorderBuffer,
+		FullWait:          cfg.RecorderFullWait,
 		Logger:            cfg.Logger,
 	})
 	transport := cfg.Transport

@@ -299,15 +299,17 @@ func (r *run) cursor() string {
 	return unsafe.String(unsafe.SliceData(r.idBuf), len(r.idBuf))
 }
 
-// record hands the event to the writer. In async mode it never blocks; in sync mode it returns
-// once the event is stored, or an error when the store did not answer in time.
+// record hands the event to the writer. In async mode it returns at once unless the
+// recorder's buffer is full: it then waits for room, bounded (recorder.WriterConfig.FullWait),
+// so a fast agent is slowed to the store's pace instead of losing events. In sync mode it
+// returns once the event is stored, or an error when the store did not answer in time.
 func (r *run) record(typ string, frame []byte) error {
 	if r.h.cfg.DisableRecording {
 		return nil
 	}
 	ev := recorder.Event{Seq: r.seq, Type: typ, Frame: frame}
 	if r.h.cfg.Durability != recorder.DurabilitySync || r.final {
-		r.h.writer.Append(r.meta, ev) // overflow is counted, logged and marked as a gap by the writer
+		r.h.writer.Append(r.meta, ev) // a drop (store stuck past FullWait) is counted, logged and marked as a gap by the writer
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, syncStoreTimeout)

@@ -15,8 +15,9 @@ type Durability int
 
 const (
 	// DurabilityAsync forwards every event at once and records it in the background: the
-	// live stream never waits on storage. A store outage longer than the buffer loses events,
-	// which are counted and recorded as a Gap.
+	// live stream waits on storage only when the recorder's buffer is full (the store is
+	// slower than the agent), and then for at most WriterConfig.FullWait. A store outage
+	// longer than that loses events, which are counted and recorded as a Gap.
 	DurabilityAsync Durability = iota
 	// DurabilitySync forwards an event only after the store acknowledged it (AppendSync).
 	// With Redis that means "in Redis memory": up to appendfsync's window can still be lost
@@ -38,11 +39,14 @@ const (
 	DefaultMaxBatchEvents    = 512
 	DefaultRetryMin          = 50 * time.Millisecond
 	DefaultRetryMax          = 2 * time.Second
+	// DefaultFullWait is how long Append waits for room in a full buffer while the store
+	// makes no progress, before it drops events (see WriterConfig.FullWait).
+	DefaultFullWait = 10 * time.Second
 )
 
-// ErrBufferFull is returned by Writer.Append when the buffer is full and the event was
-// dropped (counted in WriterStats.Dropped; the run's gap is recorded by the store when the
-// run's next event or its Finish is stored).
+// ErrBufferFull is returned by Writer.Append when the buffer stayed full for FullWait while
+// the store made no progress, and the event was dropped (counted in WriterStats.Dropped; the
+// run's gap is recorded by the store when the run's next event or its Finish is stored).
 var ErrBufferFull = errors.New("recorder buffer full, event dropped")
 
 // WriterConfig configures a Writer.
@@ -57,6 +61,13 @@ type WriterConfig struct {
 	MaxBufferedEvents int
 	// MaxBatchEvents bounds the events of one Store.Append call (default DefaultMaxBatchEvents).
 	MaxBatchEvents int
+	// FullWait bounds how long Append waits for room when the buffer is full: the caller (the
+	// run's pump) is slowed to the store's pace, which slows the agent through TCP
+	// backpressure, and nothing is dropped while the store keeps making progress. Events are
+	// dropped, with a gap, only once the write in flight has been stuck for FullWait (the
+	// store is down or hung). Zero: DefaultFullWait; negative: never wait (drop at once, the
+	// behaviour before backpressure).
+	FullWait time.Duration
 	// RetryMin and RetryMax bound the exponential backoff after a store error (defaults
 	// DefaultRetryMin, DefaultRetryMax).
 	RetryMin, RetryMax time.Duration
@@ -75,6 +86,10 @@ type WriterStats struct {
 	StoreErrors uint64 // store calls that failed
 	Retries     uint64 // backoff waits after a failure
 	Dropped     uint64 // events refused because the buffer was full (or AppendSync could not queue)
+	// Waits counts the Append calls that found the buffer full and waited for room (the run
+	// was slowed to the store's pace); WaitTime is their summed wait.
+	Waits    uint64
+	WaitTime time.Duration
 	Finished    uint64 // runs whose final status was stored
 	// BatchLatency is the summed duration of successful Store.Append calls; divide by
 	// BatchLatencyCount for the mean.
@@ -97,8 +112,9 @@ type finishOp struct {
 
 type runID struct{ thread, run string }
 
-// Writer records events through a Store without making the caller wait: a bounded queue
-// shared by all runs, drained by ONE goroutine that writes everything queued (up to
+// Writer records events through a Store without making the caller wait while the store
+// keeps up: a bounded queue shared by all runs (a full queue slows its callers, see Append),
+// drained by ONE goroutine that writes everything queued (up to
 // MaxBatchEvents) with one Store.Append call, retrying with capped exponential backoff for as
 // long as the Writer runs. Items are written in queue order, so each run's events (and its
 // Finish) are stored in the order they were queued, retries included.
@@ -118,6 +134,9 @@ type Writer struct {
 	progress chan struct{} // closed and replaced whenever done advances or the writer stops
 	closed   bool
 	overflow map[runID]bool // runs whose overflow was logged
+	// writeStart is when the write in flight began (zero when none): the store is stuck once
+	// it is older than FullWait.
+	writeStart time.Time
 	st       WriterStats
 
 	wake    chan struct{} // cap 1: something was queued or Shutdown started
@@ -135,6 +154,9 @@ func NewWriter(cfg WriterConfig) *Writer {
 	}
 	if cfg.MaxBatchEvents <= 0 {
 		cfg.MaxBatchEvents = DefaultMaxBatchEvents
+	}
+	if cfg.FullWait == 0 {
+		cfg.FullWait = DefaultFullWait
 	}
 	if cfg.RetryMin <= 0 {
 		cfg.RetryMin = DefaultRetryMin
@@ -193,29 +215,71 @@ func validItem(run Run) error {
 	return validateRun(run)
 }
 
-// Append queues ev for run without waiting. The Writer keeps ev.Frame until it is stored, so
-// the caller must not modify those bytes afterwards. When the buffer is full the event is dropped,
-// counted, logged once for the run, and ErrBufferFull is returned; the store records the gap
-// when the run's next event or Finish is stored. After Shutdown it returns ErrClosed. Ids and
-// epoch are checked first (errors wrap agui.ErrInvalidID or ErrInvalidEpoch).
+// Append queues ev for run. It returns at once while the buffer has room; when it is full it
+// waits for room (backpressure: the caller is slowed to the store's pace) for as long as the
+// store makes progress. The Writer keeps ev.Frame until it is stored, so the caller must not
+// modify those bytes afterwards. Only when the write in flight has been stuck for FullWait is
+// the event dropped, counted, logged once for the run, and ErrBufferFull returned; the store
+// records the gap when the run's next event or Finish is stored. After Shutdown it returns
+// ErrClosed. Ids and epoch are checked first (errors wrap agui.ErrInvalidID or
+// ErrInvalidEpoch).
 func (w *Writer) Append(run Run, ev Event) error {
 	if err := validItem(run); err != nil {
 		return err
 	}
 	w.mu.Lock()
-	if w.closed {
+	var waited time.Time
+	for {
+		if w.closed {
+			w.mu.Unlock()
+			return ErrClosed
+		}
+		if _, ok := w.enqueue(item{run: run, ev: ev}); ok {
+			if !waited.IsZero() {
+				w.st.WaitTime += time.Since(waited)
+			}
+			w.mu.Unlock()
+			w.signal()
+			return nil
+		}
+		wait := w.stuckIn()
+		if wait <= 0 {
+			w.dropLocked(run, ev.Seq)
+			w.mu.Unlock()
+			return ErrBufferFull
+		}
+		if waited.IsZero() {
+			waited = time.Now()
+			w.st.Waits++
+		}
+		progress := w.progress
 		w.mu.Unlock()
-		return ErrClosed
+		t := time.NewTimer(wait)
+		select {
+		case <-progress:
+		case <-t.C:
+		case <-w.exited:
+		}
+		t.Stop()
+		w.mu.Lock()
 	}
-	_, ok := w.enqueue(item{run: run, ev: ev})
-	if !ok {
-		w.dropLocked(run, ev.Seq)
-		w.mu.Unlock()
-		return ErrBufferFull
+}
+
+// stuckIn returns how long until the write in flight has been stuck for FullWait (<= 0: it
+// has, or waiting is disabled). w.mu must be held.
+func (w *Writer) stuckIn() time.Duration {
+	if w.cfg.FullWait < 0 {
+		return 0
 	}
-	w.mu.Unlock()
-	w.signal()
-	return nil
+	select {
+	case <-w.exited:
+		return 0
+	default:
+	}
+	if w.writeStart.IsZero() { // the loop is between batches: it will take one at once
+		return w.cfg.FullWait
+	}
+	return w.cfg.FullWait - time.Since(w.writeStart)
 }
 
 // dropLocked counts a dropped event and logs the run's first drop. w.mu must be held.
@@ -374,6 +438,7 @@ func (w *Writer) loop() {
 			}
 		}
 		w.inflight = len(take)
+		w.writeStart = time.Now()
 		w.mu.Unlock()
 
 		if !w.write(take, n) {
@@ -384,6 +449,7 @@ func (w *Writer) loop() {
 		clear(w.q[w.head : w.head+len(take)]) // release frames
 		w.head += len(take)
 		w.inflight = 0
+		w.writeStart = time.Time{}
 		w.events -= n
 		w.done += uint64(len(take))
 		for _, it := range take {

@@ -192,13 +192,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestWriterOverflow: a full buffer drops events (counted, ErrBufferFull, logged once per run),
-// and the store records the gap when the run goes on.
+// TestWriterOverflow: a buffer that stays full while the store is stuck past FullWait drops
+// events (counted, ErrBufferFull, logged once per run), and the store records the gap when
+// the run goes on.
 func TestWriterOverflow(t *testing.T) {
 	gate := make(chan struct{})
 	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: gate}
 	var logs logBuffer
-	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 10, MaxBatchEvents: 4, Logger: logs.logger()})
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 10, MaxBatchEvents: 4, Logger: logs.logger(),
+		FullWait: 20 * time.Millisecond})
 	r := testRun("t", "r")
 	if _, err := store.Store.CreateRun(t.Context(), r); err != nil {
 		t.Fatal(err)
@@ -438,4 +440,81 @@ func TestWriterNoGoroutineLeak(t *testing.T) {
 		}
 	}
 	waitFor(t, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// slowStore is a Store whose every Append first waits for a tick: the store keeps making
+// progress, slower than the caller.
+type slowStore struct {
+	recorder.Store
+	tick <-chan time.Time
+}
+
+func (s *slowStore) Append(ctx context.Context, b []recorder.Batch) error {
+	select {
+	case <-s.tick:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.Append(ctx, b)
+}
+
+// TestWriterBackpressure: a store slower than the caller slows Append down instead of
+// dropping: every event is stored, none dropped, and the waits are counted.
+func TestWriterBackpressure(t *testing.T) {
+	ticker := time.NewTicker(time.Millisecond)
+	defer ticker.Stop()
+	store := &slowStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), tick: ticker.C}
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 4, MaxBatchEvents: 2, FullWait: time.Minute})
+	runs := []recorder.Run{testRun("t", "r1"), testRun("t", "r2")}
+	for _, r := range runs {
+		if _, err := store.CreateRun(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 60
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() {
+			for seq := int64(1); seq <= n; seq++ {
+				if err := w.Append(r, testEvent(r, seq)); err != nil {
+					t.Errorf("Append(%s, %d) = %v, want nil (backpressure, no drop)", r.RunID, seq, err)
+					return
+				}
+			}
+			w.Finish(r, recorder.StatusFinished, "", n)
+		})
+	}
+	wg.Wait()
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	if st.Dropped != 0 || st.Appended != 2*n || st.Waits == 0 || st.HighWater > 4 {
+		t.Errorf("Stats() = %+v, want 0 dropped, %d appended, some waits, high water <= 4", st, 2*n)
+	}
+	for _, r := range runs {
+		got, err := store.Run(t.Context(), "t", r.RunID)
+		if err != nil || got.LastSeq != n || len(got.Gaps) != 0 || got.Status != recorder.StatusFinished {
+			t.Errorf("Run(%s) = %+v, %v, want %d events, no gap, finished", r.RunID, got, err, n)
+		}
+	}
+}
+
+// TestWriterNoWait: a negative FullWait drops at once when the buffer is full.
+func TestWriterNoWait(t *testing.T) {
+	gate := make(chan struct{})
+	defer close(gate)
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: gate}
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 2, FullWait: -1})
+	r := testRun("t", "r")
+	var errs []error
+	for seq := int64(1); seq <= 3; seq++ {
+		errs = append(errs, w.Append(r, testEvent(r, seq)))
+	}
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], recorder.ErrBufferFull) {
+		t.Errorf("Append errors = %v, want nil, nil, ErrBufferFull", errs)
+	}
+	if st := w.Stats(); st.Waits != 0 || st.Dropped != 1 {
+		t.Errorf("Stats() = %+v, want no wait and 1 dropped", st)
+	}
 }

@@ -51,7 +51,7 @@ args() {
 
 start_proxy() { # port, env... ; sets px (or px2 for the replica port)
   local port=$1; shift
-  env AGUI_UPSTREAM=http://127.0.0.1:$agent_port AGUI_LISTEN=127.0.0.1:$port AGUI_LOG_LEVEL=error "$@" ./bin/agui-proxy &
+  env AGUI_UPSTREAM=http://127.0.0.1:$agent_port AGUI_LISTEN=127.0.0.1:$port AGUI_LOG_LEVEL=error "$@" ./bin/agui-proxy 2>>"$out/proxy-errors.log" &
   if [ "$port" = "$replica_port" ]; then px2=$!; else px=$!; fi
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return; sleep 0.2; done
 }
@@ -82,7 +82,7 @@ http {
   access_log off;
   upstream agent { server 127.0.0.1:$agent_port; keepalive 256; }
   server {
-    listen 127.0.0.1:$nginx_port;
+    listen 127.0.0.1:$nginx_port backlog=4096;
     location / {
       proxy_pass http://agent; proxy_http_version 1.1; proxy_set_header Connection "";
       proxy_buffering off; proxy_cache off; proxy_read_timeout 1h;

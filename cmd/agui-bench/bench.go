@@ -161,7 +161,7 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		Proxy:               nil, // loopback traffic never goes through HTTP_PROXY
 		MaxIdleConnsPerHost: opts.C,
 		DisableCompression:  true,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second}).DialContext, // long: a loaded machine drops SYNs past the accept backlog
 	}}
 	defer client.CloseIdleConnections()
 

@@ -102,6 +102,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			Store:                 store,
 			Durability:            durability,
 			RecorderBuffer:        cfg.RecorderBuffer,
+			RecorderFullWait:      cfg.RecorderWait,
 			Logger:                log.With(slog.String("route", rt.name)),
 			Route:                 rt.name,
 			IdentityHeader:        cfg.IdentityHeader,

@@ -122,6 +122,8 @@ type RedisStore struct {
 	tailOpts    redis.Options // the tail client's options (see newTailer)
 	tailMu      sync.Mutex    // guards tail's creation and Close
 	tail        *tailer       // nil until the first Follow
+	// co coalesces the reads and creations of run starts into shared pipelines on r.
+	co coalescer
 }
 
 // NewRedisStore connects to Redis and checks it answers PING.
@@ -176,6 +178,7 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
 		followBlock: cfg.FollowBlock,
 		tailOpts:    tailOptions(to),
 	}
+	s.co.c = s.r
 	if s.followQueue <= 0 {
 		s.followQueue = DefaultFollowQueue
 	}
@@ -264,28 +267,28 @@ func (s *RedisStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 	// The index entry goes in the same pipeline (one round trip). It is written whatever the
 	// script answers: an entry for a thread this owner does not hold (a refused run) is
 	// dropped by ListThreads, which checks every entry against the thread's owner and route.
+	// Concurrent creations share pipelines (EVALSHA); after a Redis restart emptied the script
+	// cache the call is made alone with EVAL, which loads the script.
 	now := s.nowMs()
 	keys := []string{k.thread, k.runs, k.run, parentKey}
 	args := []any{run.RunID, run.ParentRunID, run.Epoch, run.Owner, run.Route, now, s.ttlMs, k.base,
 		run.Node, leaseMs(run.LeaseUntil), cleanTitle(run.Title)}
-	send := func(eval bool) ([]redis.Cmder, error) {
-		return s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if eval {
-				createRunScript.Eval(ctx, p, keys, args...)
-			} else {
-				createRunScript.EvalSha(ctx, p, keys, args...)
-			}
+	var cmd *redis.Cmd
+	answered, err := s.co.do(ctx, func(p redis.Pipeliner) {
+		cmd = createRunScript.EvalSha(ctx, p, keys, args...)
+		s.queueIndexAdd(ctx, p, run.Owner, run.Route, run.ThreadID, now)
+	})
+	if answered && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		_, err = s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
+			cmd = createRunScript.Eval(ctx, p, keys, args...)
 			s.queueIndexAdd(ctx, p, run.Owner, run.Route, run.ThreadID, now)
 			return nil
 		})
 	}
-	cmds, err := send(false)
-	if err != nil && hasNoScript(cmds) {
-		cmds, err = send(true)
-	}
 	var res []any
-	if len(cmds) > 0 {
-		res, err = cmds[0].(*redis.Cmd).Slice()
+	if answered {
+		// The script's reply decides; an index write that failed is repaired by ListThreads.
+		res, err = cmd.Slice()
 		if errors.Is(err, redis.Nil) {
 			err = nil
 		}
@@ -441,11 +444,10 @@ func (s *RedisStore) Thread(ctx context.Context, threadID string) (Thread, error
 	var meta *redis.SliceCmd
 	var count *redis.IntCmd
 	var latest *redis.StringCmd
-	_, err = s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.co.do(ctx, func(p redis.Pipeliner) {
 		meta = p.HMGet(ctx, k.thread, "owner", "route", "created", "title")
 		count = p.LLen(ctx, k.runs)
 		latest = p.LIndex(ctx, k.runs, -1)
-		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return Thread{}, scriptError(err, fmt.Sprintf("reading thread %q", threadID))
@@ -520,10 +522,9 @@ func (s *RedisStore) Run(ctx context.Context, threadID, runID string) (Run, erro
 	}
 	var rr runRead
 	var thread *redis.IntCmd
-	_, err = s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.co.do(ctx, func(p redis.Pipeliner) {
 		rr = queueRunRead(ctx, p, k)
 		thread = p.Exists(ctx, k.thread)
-		return nil
 	})
 	if err != nil {
 		return Run{}, scriptError(err, fmt.Sprintf("reading run %q in thread %q", runID, threadID))

@@ -90,7 +90,7 @@ type WriterStats struct {
 	// was slowed to the store's pace); WaitTime is their summed wait.
 	Waits    uint64
 	WaitTime time.Duration
-	Finished    uint64 // runs whose final status was stored
+	Finished uint64 // runs whose final status was stored
 	// BatchLatency is the summed duration of successful Store.Append calls; divide by
 	// BatchLatencyCount for the mean.
 	BatchLatency      time.Duration
@@ -137,7 +137,7 @@ type Writer struct {
 	// writeStart is when the write in flight began (zero when none): the store is stuck once
 	// it is older than FullWait.
 	writeStart time.Time
-	st       WriterStats
+	st         WriterStats
 
 	wake    chan struct{} // cap 1: something was queued or Shutdown started
 	stop    chan struct{} // closed when Shutdown gives up waiting: abandon work

@@ -1,0 +1,121 @@
+package recorder
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Coalescing limits (see coalescer).
+const (
+	// coalesceSenders bounds the pipelines in flight at once, so a burst of run starts takes
+	// at most this many pool connections instead of one per call.
+	coalesceSenders = 4
+	// coalesceMaxCalls bounds the calls sent in one pipeline.
+	coalesceMaxCalls = 256
+)
+
+// coalescer merges concurrent small calls (a run start's thread read, run read and creation)
+// into shared pipelines: each caller queues its commands; while fewer than coalesceSenders
+// pipelines are in flight the caller becomes a sender and sends everything queued in one round
+// trip, then whatever queued meanwhile, until the queue is empty. Under a burst of run starts
+// that turns hundreds of round trips (and pool waits that end in "connection pool timeout")
+// into a few pipelines. No goroutine is started: senders are callers.
+type coalescer struct {
+	c *redis.Client
+
+	mu      sync.Mutex
+	queue   []*pipeCall
+	senders int
+}
+
+// pipeCall is one caller's commands and the channel its result is sent on.
+type pipeCall struct {
+	queue func(p redis.Pipeliner) // adds the call's commands to the pipeline
+	done  chan pipeResult         // buffered 1
+}
+
+// pipeResult answers a pipeCall.
+type pipeResult struct {
+	ran bool  // the pipeline ran: the call's commands hold their replies
+	err error // the first error among the call's commands, or the pipeline's
+}
+
+// do queues the commands added by queue, makes sure a sender will send them, and waits for
+// them to be answered or for ctx to end. answered reports that the pipeline ran: only then may
+// the caller read the Cmds queue created (a sender creates them). err is the first error
+// among the call's commands (redis.Nil included, as for a plain pipeline), the pipeline's, or
+// ctx's when it ended first.
+func (c *coalescer) do(ctx context.Context, queue func(p redis.Pipeliner)) (answered bool, err error) {
+	call := &pipeCall{queue: queue, done: make(chan pipeResult, 1)}
+	c.mu.Lock()
+	c.queue = append(c.queue, call)
+	send := c.senders < coalesceSenders
+	if send {
+		c.senders++
+	}
+	c.mu.Unlock()
+	if send {
+		c.send()
+	}
+	select {
+	case res := <-call.done:
+		return res.ran, res.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// send sends queued calls, coalesceMaxCalls per pipeline, until the queue is empty.
+func (c *coalescer) send() {
+	for {
+		c.mu.Lock()
+		n := min(len(c.queue), coalesceMaxCalls)
+		if n == 0 {
+			c.senders--
+			c.mu.Unlock()
+			return
+		}
+		batch := make([]*pipeCall, n)
+		copy(batch, c.queue)
+		rest := copy(c.queue, c.queue[n:])
+		clear(c.queue[rest:])
+		c.queue = c.queue[:rest]
+		c.mu.Unlock()
+		c.sendBatch(batch)
+	}
+}
+
+// sendBatch sends one pipeline and answers each call with the first error of its commands.
+func (c *coalescer) sendBatch(batch []*pipeCall) {
+	// The pipeline serves many callers: none of their contexts may cancel it. The client's
+	// read and write timeouts bound it.
+	ctx := context.Background()
+	ends := make([]int, len(batch))
+	p := c.c.Pipeline()
+	for i, call := range batch {
+		call.queue(p)
+		ends[i] = p.Len()
+	}
+	cmds, err := p.Exec(ctx)
+	if len(cmds) != ends[len(ends)-1] {
+		// The pipeline failed before any reply (closed client, no connection).
+		for _, call := range batch {
+			call.done <- pipeResult{err: err}
+		}
+		return
+	}
+	lo := 0
+	for i, call := range batch {
+		var first error
+		for _, cmd := range cmds[lo:ends[i]] {
+			if e := cmd.Err(); e != nil {
+				first = e
+				break
+			}
+		}
+		call.done <- pipeResult{ran: true, err: first}
+		lo = ends[i]
+	}
+}

@@ -1,0 +1,82 @@
+package recorder_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// TestRedisRunStartBurst starts 400 runs at once on a store whose pool has 2 connections
+// and a short pool timeout: the run starts' reads and creations share pipelines, so none
+// fails with a pool timeout, and each caller gets its own answer.
+func TestRedisRunStartBurst(t *testing.T) {
+	srv := redistest.Start(t)
+	o, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.PoolSize, o.MaxActiveConns, o.PoolTimeout = 2, 2, 200*time.Millisecond
+	o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
+	s := newRedisStore(t, recorder.RedisConfig{Options: o, Prefix: uniquePrefix()})
+	const n = 400
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			ctx := t.Context()
+			tid, rid := fmt.Sprintf("t%d", i%100), fmt.Sprintf("r%d", i)
+			if _, err := s.Thread(ctx, tid); err != nil && !errors.Is(err, recorder.ErrThreadNotFound) {
+				errs[i] = fmt.Errorf("Thread: %w", err)
+				return
+			}
+			r := testRun(tid, rid)
+			if _, err := s.CreateRun(ctx, r); err != nil {
+				errs[i] = fmt.Errorf("CreateRun: %w", err)
+				return
+			}
+			got, err := s.Run(ctx, tid, rid)
+			if err != nil || got.RunID != rid || got.Epoch != r.Epoch {
+				errs[i] = fmt.Errorf("Run = %+v, %v, want run %s epoch %s", got, err, rid, r.Epoch)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	// A second creation of the same run is still refused: each call gets its own reply.
+	if _, err := s.CreateRun(t.Context(), testRun("t1", "r1")); !errors.Is(err, recorder.ErrRunAlreadyStarted) {
+		t.Errorf("CreateRun(existing) = %v, want ErrRunAlreadyStarted", err)
+	}
+	for i := range 100 {
+		th, err := s.Thread(t.Context(), fmt.Sprintf("t%d", i))
+		if err != nil || th.RunCount != 4 {
+			t.Errorf("Thread(t%d) = %+v, %v, want 4 runs", i, th, err)
+		}
+	}
+}
+
+// TestRedisCreateRunAfterScriptFlush: a coalesced EVALSHA that finds the script cache empty
+// (Redis restarted) is retried with EVAL.
+func TestRedisCreateRunAfterScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix()})
+	if _, err := s.CreateRun(t.Context(), testRun("t", "r1")); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	if err := c.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateRun(t.Context(), testRun("t", "r2")); err != nil {
+		t.Errorf("CreateRun after SCRIPT FLUSH = %v, want nil", err)
+	}
+}

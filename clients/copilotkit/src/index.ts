@@ -150,6 +150,9 @@ export class AguiProxyAgentRunner implements AgentRunner {
     if (typeof agent.url !== "string" || normalizeRoute(agent.url, agentId) !== route) {
       throw new Error(`AguiProxyAgentRunner: agent "${agentId}" must be an HttpAgent with url ${route} (it has ${String(agent.url)})`);
     }
+    // HttpAgent posts its own threadId, messages and state (CopilotKit's run handler sets them
+    // from the input); the thread is the request's.
+    agent.threadId = request.threadId;
     const identity = this.callerIdentity();
     if (this.identityHeader && identity) {
       agent.headers = withHeader(agent.headers ?? {}, this.identityHeader, identity);

@@ -12,6 +12,7 @@ import { buildBinaries, kill, startDemo, startProxy, startRedis, startRuntime, s
 
 const IDENTITY = "x-agui-user";
 let proxy; // { url, child }
+let infra; // { bin, redisUrl, upstream } behind proxy
 let b; // runtime instance B, up for the whole suite
 let a2; // a second instance "A", started while the first test runs
 
@@ -51,6 +52,7 @@ before(async () => {
   const redisUrl = await startRedis();
   const upstream = await startDemo(bin);
   proxy = await startProxy(bin, { upstream, redisUrl, identityHeader: IDENTITY });
+  infra = { bin, redisUrl, upstream };
 });
 after(stopAll);
 
@@ -253,6 +255,39 @@ describe("AguiProxyAgentRunner in process", () => {
     assert.equal(events[0].type, "RUN_ERROR");
     assert.match(events[0].message, /409/);
     assert.equal(events[0].code, "RunAlreadyStarted");
+  });
+
+  test("several agents: isRunning and stop find the thread's route by asking the proxy", async () => {
+    const up = infra.upstream;
+    const routed = await startProxy(infra.bin, { ...infra, identityHeader: IDENTITY, routes: `/agents/a=${up},/agents/b=${up}` });
+    try {
+      const agentA = new HttpAgent({ url: `${routed.url}agents/a/` });
+      const agentB = new HttpAgent({ url: `${routed.url}agents/b` }); // the trailing slash is optional
+      const runner = new AguiProxyAgentRunner({ agents: { a: agentA, b: agentB }, identityHeader: IDENTITY });
+      const as = (fn) => runner.runWith({ [IDENTITY]: "frank" }, fn);
+      const run = agentB.clone();
+      run.agentId = "b";
+      const slow = { ...input("in-routes", "in-rt1", "slow"), forwardedProps: { events: 3000, intervalMs: 20 } };
+      run.setMessages(slow.messages);
+      const events = [];
+      let ended;
+      const done = new Promise((resolve) => (ended = resolve));
+      as(() => runner.run({ threadId: "in-routes", agent: run, input: slow })).subscribe({ next: (e) => events.push(e), complete: ended });
+      await until("the run to stream", () => events.some((e) => e.type === "TEXT_MESSAGE_CONTENT"));
+      assert.equal(await as(() => runner.isRunning({ threadId: "in-routes" })), true, "found on route b after asking route a");
+      assert.equal(await as(() => runner.stop({ threadId: "in-routes", runId: "other-run" })), false, "only the named run is stopped");
+      assert.equal(await as(() => runner.stop({ threadId: "in-routes", runId: "in-rt1" })), true);
+      await done;
+      assert.equal(events.at(-1).type, "RUN_ERROR");
+      assert.equal(events.at(-1).code, "CANCELLED");
+      assert.equal(await as(() => runner.isRunning({ threadId: "in-routes" })), false);
+      const replay = await as(() => collect(runner.connect({ threadId: "in-routes", agentId: "b" })));
+      assert.equal(replay.at(-1).code, "CANCELLED", "connect through route b replays the cancelled run");
+      await assert.rejects(as(() => collect(runner.connect({ threadId: "in-routes", agentId: "a" }))), /409 ThreadRoomMismatch/,
+        "the thread is route b's: route a refuses it rather than answering empty");
+    } finally {
+      await kill(routed.child);
+    }
   });
 
   test("misconfiguration is a clear error", () => {

@@ -115,8 +115,11 @@ export async function startDemo(bin) {
   return url;
 }
 
-/** Starts agui-proxy in front of upstream with the Redis store; returns its URL. */
-export async function startProxy(bin, { upstream, redisUrl, identityHeader }) {
+/**
+ * Starts agui-proxy in front of upstream with the Redis store (routes: AGUI_ROUTES instead,
+ * e.g. "/agents/a=http://...,/agents/b=http://..."); returns its URL.
+ */
+export async function startProxy(bin, { upstream, redisUrl, identityHeader, routes = "" }) {
   const port = await freePort();
   const { child } = await start("agui-proxy", join(bin, "agui-proxy"), [], {
     env: {
@@ -124,6 +127,7 @@ export async function startProxy(bin, { upstream, redisUrl, identityHeader }) {
       AGUI_UPSTREAM: upstream,
       AGUI_REDIS_URL: redisUrl,
       AGUI_IDENTITY_HEADER: identityHeader,
+      AGUI_ROUTES: routes,
       AGUI_LOG_LEVEL: "warn",
     },
   });

@@ -35,7 +35,8 @@ if [ ! -f clients/typescript/node_modules/.package-lock.json ] ||
   [ clients/typescript/package-lock.json -nt clients/typescript/node_modules/.package-lock.json ]; then
   (cd clients/typescript && npm ci --no-audit --no-fund --ignore-scripts)
 fi
-if [ ! -d clients/copilotkit/node_modules/@copilotkit/runtime ]; then
+if [ ! -f clients/copilotkit/node_modules/.package-lock.json ] ||
+  [ clients/copilotkit/package-lock.json -nt clients/copilotkit/node_modules/.package-lock.json ]; then
   (cd clients/copilotkit && npm ci --no-audit --no-fund --ignore-scripts)
 fi
 

@@ -27,6 +27,12 @@ type MemoryConfig struct {
 	// FollowQueue events were appended after its position (not counting those already stored
 	// when Follow was called), Next returns ErrSlowSubscriber. Zero: DefaultFollowQueue.
 	FollowQueue int
+	// MaxBytes bounds the memory the store's data takes (frames, types, checkpoints and a
+	// fixed overhead per event and run, see MemoryStats.Bytes). When a write takes it above,
+	// the threads written least recently that have no running run are evicted whole, oldest
+	// first, until it is 90% of MaxBytes or only busy threads (and the one written) are left;
+	// each eviction is counted (MemoryStats.Evictions). Zero: no bound.
+	MaxBytes int64
 }
 
 // DefaultFollowQueue is the default bound of a live subscription's queue, in events
@@ -44,6 +50,9 @@ type MemoryStore struct {
 	done      chan struct{} // closed by Close: wakes every waiting Subscription
 	threads   map[string]*memThread
 	nextSweep time.Time
+
+	bytes, checkpointBytes int64  // accounted size (see MemoryStats)
+	evictions              uint64 // threads evicted by MaxBytes
 }
 
 type memThread struct {
@@ -52,6 +61,8 @@ type memThread struct {
 	created      time.Time
 	active       time.Time // start of the latest run: the thread index order
 	expires      time.Time // zero: never
+	written      time.Time // last write: the eviction order
+	bytes        int64     // accounted size of the thread's runs
 	runs         []*memRun // creation order
 	byID         map[string]*memRun
 }
@@ -62,6 +73,7 @@ type memRun struct {
 	checkpoint []byte // nil: none
 	trimmed    int64  // highest seq dropped by MaxEventsPerRun (0: none)
 	stop       bool   // RequestStop was called while the run was running
+	bytes      int64  // accounted size: overhead, events, checkpoint
 	// notify is closed (and set to nil) by every change a follower waits for: an append, the
 	// run's end, its deletion. Followers create it when they find nothing to read.
 	notify chan struct{}
@@ -102,6 +114,10 @@ func (m *MemoryStore) thread(id string, now time.Time) *memThread {
 // touch extends a thread's life after a write and runs the sweep when it is due. m.mu must be
 // held.
 func (m *MemoryStore) touch(t *memThread, now time.Time) {
+	if t != nil {
+		t.written = now
+	}
+	m.enforceBound(t)
 	if m.cfg.TTL <= 0 {
 		return
 	}
@@ -123,7 +139,9 @@ func (m *MemoryStore) touch(t *memThread, now time.Time) {
 // m.mu must be held.
 func (m *MemoryStore) drop(id string, t *memThread) {
 	delete(m.threads, id)
+	m.bytes -= t.bytes
 	for _, r := range t.runs {
+		m.checkpointBytes -= int64(len(r.checkpoint))
 		r.wake()
 	}
 }
@@ -204,6 +222,7 @@ func (m *MemoryStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 	}}
 	t.runs = append(t.runs, r)
 	t.byID[run.RunID] = r
+	m.charge(t, r, memRunOverhead)
 	t.active = now
 	if t.title == "" {
 		t.title = cleanTitle(run.Title)
@@ -255,9 +274,11 @@ func (m *MemoryStore) DeleteRun(ctx context.Context, threadID, runID string) err
 	}
 	delete(t.byID, runID)
 	t.runs = slices.DeleteFunc(t.runs, func(x *memRun) bool { return x == r })
+	m.charge(t, r, -r.bytes)
+	m.checkpointBytes -= int64(len(r.checkpoint))
 	r.wake()
 	if len(t.runs) == 0 {
-		delete(m.threads, threadID)
+		m.drop(threadID, t)
 		return nil
 	}
 	m.touch(t, now)
@@ -312,6 +333,7 @@ func (m *MemoryStore) appendBatch(b Batch, now time.Time) {
 		}
 		t.runs = append(t.runs, r)
 		t.byID[b.Run.RunID] = r
+		m.charge(t, r, memRunOverhead)
 	} else if r.run.Epoch != b.Run.Epoch {
 		// Another run now uses this id (deleted and created again): these events are not its.
 		return
@@ -324,12 +346,16 @@ func (m *MemoryStore) appendBatch(b Batch, now time.Time) {
 			r.run.Gaps = addGap(r.run.Gaps, r.run.LastSeq+1, ev.Seq-1)
 		}
 		r.events = append(r.events, Event{Seq: ev.Seq, Type: ev.Type, Frame: slices.Clone(ev.Frame)})
+		m.charge(t, r, eventSize(ev))
 		r.run.LastSeq = ev.Seq
 	}
 	if keep := m.cfg.MaxEventsPerRun; keep > 0 && len(r.events) > keep {
 		// Reslicing is O(1); the dropped head is released when a later append outgrows the
 		// (now smaller) capacity and copies the kept tail to a new array.
 		r.trimmed = r.events[len(r.events)-keep-1].Seq
+		for _, ev := range r.events[:len(r.events)-keep] {
+			m.charge(t, r, -eventSize(ev))
+		}
 		clear(r.events[:len(r.events)-keep])
 		r.events = r.events[len(r.events)-keep:]
 	}
@@ -473,8 +499,11 @@ func (m *MemoryStore) PutCheckpoint(ctx context.Context, threadID, runID string,
 		return err
 	}
 	defer m.mu.Unlock()
+	t := m.threads[threadID]
+	m.charge(t, r, int64(len(data)-len(r.checkpoint)))
+	m.checkpointBytes += int64(len(data) - len(r.checkpoint))
 	r.checkpoint = append(make([]byte, 0, len(data)), data...)
-	m.touch(m.threads[threadID], now)
+	m.touch(t, now)
 	return nil
 }
 

@@ -23,6 +23,7 @@ type config struct {
 	Routes         string        `env:"AGUI_ROUTES" desc:"several agents by path prefix instead of AGUI_UPSTREAM: /agents/a=http://a:8000,/agents/b=http://b:9000; each prefix is a route (room) with its attach endpoints under <prefix>/agui/"`
 	RedisURL       string        `env:"AGUI_REDIS_URL" desc:"redis:// URL of the Redis store; empty keeps everything in memory (single process, lost on restart) unless AGUI_STORE_PATH is set"`
 	StorePath      string        `env:"AGUI_STORE_PATH" desc:"directory of the embedded durable store (one bbolt file; one process at a time): history survives restarts without Redis. Not with AGUI_REDIS_URL"`
+	MemoryMaxBytes int64         `env:"AGUI_MEMORY_MAX_BYTES" envDefault:"1073741824" desc:"bound of the in-memory store: above it the least recently written threads without a running run are evicted whole (metric agui_proxy_store_evictions_total); 0: no bound"`
 	RedisPrefix    string        `env:"AGUI_REDIS_PREFIX" envDefault:"agui" desc:"prefix of every Redis key"`
 	RetentionTTL   time.Duration `env:"AGUI_RETENTION_TTL" envDefault:"0s" desc:"how long a thread's records live after its last write (0: forever)"`
 	RetentionMax   int64         `env:"AGUI_RETENTION_MAX_EVENTS" envDefault:"0" desc:"events kept per run, oldest trimmed first (0: all)"`
@@ -85,6 +86,9 @@ func (c config) validate() error {
 	}
 	if !strings.HasPrefix(c.AttachPrefix, "/") || !strings.HasSuffix(c.AttachPrefix, "/") || len(c.AttachPrefix) < 2 {
 		errs = append(errs, fmt.Errorf("AGUI_ATTACH_PREFIX %q must start and end with / and not be /", c.AttachPrefix))
+	}
+	if c.MemoryMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("AGUI_MEMORY_MAX_BYTES %d is negative", c.MemoryMaxBytes))
 	}
 	if c.RedisURL != "" && c.StorePath != "" {
 		errs = append(errs, errors.New("AGUI_REDIS_URL and AGUI_STORE_PATH are both set: choose one store"))

@@ -88,6 +88,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	if cfg.Metrics {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if sr, ok := store.(recorder.StatsReporter); ok {
+			reg.MustRegister(newStoreCollector(sr))
+		}
 	}
 	// One proxy.Handler per route, all recording into the one store. A route is a "room":
 	// a thread created through one is refused on another (ThreadRoomMismatch).
@@ -210,7 +213,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (recorder.Stor
 	}
 	if cfg.RedisURL == "" {
 		log.Warn("no AGUI_REDIS_URL or AGUI_STORE_PATH: recording in memory; history is lost on restart and not shared between replicas")
-		return recorder.NewMemoryStore(recorder.MemoryConfig{TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMax)}), nil
+		return recorder.NewMemoryStore(recorder.MemoryConfig{TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMax), MaxBytes: cfg.MemoryMaxBytes}), nil
 	}
 	s, err := recorder.NewRedisStore(ctx, recorder.RedisConfig{
 		URL: cfg.RedisURL, Prefix: cfg.RedisPrefix, TTL: cfg.RetentionTTL, MaxEventsPerRun: cfg.RetentionMax, Logger: log,

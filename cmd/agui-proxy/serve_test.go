@@ -68,7 +68,9 @@ func TestServeOperations(t *testing.T) {
 		_, metrics := get("/metrics")
 		if strings.Contains(metrics, `agui_proxy_runs_total{outcome="finished",route="default"} 1`) &&
 			strings.Contains(metrics, `agui_proxy_upstream_events_total{event_type="TEXT_MESSAGE_CONTENT",route="default"}`) &&
-			strings.Contains(metrics, "agui_proxy_recorder_batches_total") {
+			strings.Contains(metrics, "agui_proxy_recorder_batches_total") &&
+			strings.Contains(metrics, `agui_proxy_store_bytes{store="memory"}`) &&
+			strings.Contains(metrics, `agui_proxy_store_evictions_total{store="memory"} 0`) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -190,10 +190,11 @@ func (r *reducer) messagesSnapshotEvent() Event {
 	return mustEvent("MESSAGES_SNAPSHOT", append(b, '}'))
 }
 
-// reopen re-opens everything still streaming at the cut. START-opened items come first; if
-// one of them names a message or tool call that the list no longer holds (a MESSAGES_SNAPSHOT
-// removed it while it streamed), the START would create it, so a second MESSAGES_SNAPSHOT
-// removes it again. Chunk-opened items come last because a MESSAGES_SNAPSHOT closes chunk
+// reopen re-opens everything the client's verifier considers open at the cut, without
+// changing the messages. START-opened items come first; if one of them names a message or
+// tool call that the list no longer holds (a MESSAGES_SNAPSHOT removed it while it streamed),
+// the START creates it (a tool call on a phantom parent message), so a second
+// MESSAGES_SNAPSHOT removes it again. Chunk-opened items come last because a MESSAGES_SNAPSHOT closes chunk
 // streams.
 func (r *reducer) reopen() []Event {
 	var starts, chunks []Event
@@ -221,10 +222,10 @@ func (r *reducer) reopen() []Event {
 			add("name", it.name)
 			phantom = phantom || r.byID[it.id] == nil
 		case "tool":
-			if r.callIdx[it.id] == nil && r.toolReopenCollides(it) {
-				// Re-opening would attach the call to a new message whose id is already
-				// taken, which no snapshot can undo: leave it closed (the live tail then
-				// starts it again, as the client would after a MESSAGES_SNAPSHOT).
+			if it.chunk && r.callIdx[it.id] == nil && r.toolReopenCollides(it) {
+				// A chunk stream's CHUNK must repeat its parentMessageId, so it cannot move
+				// to a phantom parent; re-opening would attach the call to a new message
+				// whose id is already taken, which no snapshot can undo: leave it closed.
 				continue
 			}
 			typ = "TOOL_CALL_START"
@@ -234,8 +235,18 @@ func (r *reducer) reopen() []Event {
 			b.WriteString(`{"type":"` + typ + `"`)
 			add("toolCallId", quote(it.id))
 			add("toolCallName", it.name)
-			add("parentMessageId", it.parent)
-			phantom = phantom || r.callIdx[it.id] == nil
+			if r.callIdx[it.id] == nil && !it.chunk {
+				// A MESSAGES_SNAPSHOT removed the call while it streamed (its message may
+				// stay, e.g. with toolCalls: []): the verifier still has it open, so the
+				// live tail may continue or end it. Start it on a parent no message has:
+				// the client creates that message, and the snapshot after the re-opens
+				// removes it again, leaving the list as the snapshot left it.
+				add("parentMessageId", quote(r.phantomParent(it.id)))
+				phantom = true
+			} else {
+				add("parentMessageId", it.parent)
+				phantom = phantom || r.callIdx[it.id] == nil
+			}
 		default:
 			typ = "REASONING_MESSAGE_START"
 			if it.chunk {
@@ -373,12 +384,19 @@ func (r *reducer) toolReopenCollides(it *openItem) bool {
 	pid, _ := str(it.parent)
 	if pid != "" {
 		ex := r.byID[pid]
-		if ex == nil {
-			return false
-		}
-		if ex.role == "assistant" {
+		if ex == nil || ex.role == "assistant" {
 			return false
 		}
 	}
 	return r.byID[it.id] != nil
+}
+
+// phantomParent returns a message id that no message has, derived from a tool call id (the
+// same for the same list, so Compact stays idempotent).
+func (r *reducer) phantomParent(callID string) string {
+	id := "agui-proxy.reopen." + callID
+	for r.byID[id] != nil {
+		id += "~"
+	}
+	return id
 }

@@ -43,6 +43,32 @@ func compactWriteCase(t *testing.T, dir, name string, events []compact.Event) {
 	if err != nil {
 		t.Fatalf("%s: Compact = %v", name, err)
 	}
+	compactWriteReplay(t, dir, name, events, out)
+}
+
+// compactWriteCutCase writes the case of events served from a cut: the prelude of events[:i],
+// compacted again together with events[i:j] (as attach does from a checkpoint), then the live
+// tail events[j:].
+func compactWriteCutCase(t *testing.T, dir, name string, events []compact.Event, i, j int) {
+	t.Helper()
+	first, err := compact.Compact(events[:i], compact.Options{})
+	if err != nil {
+		t.Fatalf("%s: Compact(s[:%d]) = %v", name, i, err)
+	}
+	second, err := compact.Compact(append(append([]compact.Event(nil), first...), events[i:j]...), compact.Options{})
+	if err != nil {
+		t.Fatalf("%s: Compact(prelude + s[%d:%d]) = %v", name, i, j, err)
+	}
+	for _, e := range events[j:] {
+		if !compact.DefaultEphemeral(e.Type) {
+			second = append(second, e)
+		}
+	}
+	compactWriteReplay(t, dir, name, events, second)
+}
+
+func compactWriteReplay(t *testing.T, dir, name string, events, out []compact.Event) {
+	t.Helper()
 	c := compactCase{Name: name}
 	var kept []compact.Event
 	for _, e := range events {
@@ -82,7 +108,13 @@ func TestCompactCrossLanguage(t *testing.T) {
 	dir := t.TempDir()
 	n := 300
 	for seed := range uint64(n) {
-		compactWriteCase(t, dir, fmt.Sprintf("gen-%03d", seed), compacttest.Generate(seed, 20+int(seed%150), seed%3 == 0))
+		events := compacttest.Generate(seed, 20+int(seed%150), seed%3 == 0)
+		compactWriteCase(t, dir, fmt.Sprintf("gen-%03d", seed), events)
+		if seed%2 == 0 {
+			i := int(seed*7919) % (len(events) + 1)
+			j := i + int(seed*104729)%(len(events)-i+1)
+			compactWriteCutCase(t, dir, fmt.Sprintf("gen-%03d-cut-%d-%d", seed, i, j), events, i, j)
+		}
 	}
 	golden, _ := filepath.Glob(filepath.Join("..", "compact", "testdata", "golden", "*.txt"))
 	for _, g := range golden {
@@ -93,7 +125,13 @@ func TestCompactCrossLanguage(t *testing.T) {
 		if _, err := compact.Compact(events, compact.Options{}); err != nil {
 			continue // golden cases of rejected input have nothing to replay
 		}
-		compactWriteCase(t, dir, "golden-"+strings.TrimSuffix(filepath.Base(g), ".txt"), events)
+		name := "golden-" + strings.TrimSuffix(filepath.Base(g), ".txt")
+		compactWriteCase(t, dir, name, events)
+		for i, e := range events {
+			if e.Type == "MESSAGES_SNAPSHOT" { // a cut right after it, the rest as the live tail
+				compactWriteCutCase(t, dir, fmt.Sprintf("%s-cut-%d", name, i+1), events, i+1, i+1)
+			}
+		}
 	}
 	for _, sc := range compactDemoThreads(t) {
 		if _, err := compact.Compact(sc.events, compact.Options{}); err != nil {

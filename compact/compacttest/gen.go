@@ -71,6 +71,7 @@ func withMeta(v map[string]any, m map[string]any) map[string]any {
 type open struct {
 	kind  string // text, tool, reasoning, ttext (chunk text), ttool (chunk tool)
 	id    string
+	owner string // tool: the assistant message that holds the call
 	left  int
 	split bool
 }
@@ -138,12 +139,14 @@ func (g *gen) body(n int, leaveOpen bool) {
 		case k < 16 && len(opens) < 4: // open a tool call
 			id := g.id("tc")
 			v := map[string]any{"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": "search"}
+			owner := id
 			if lastAssistant != "" && g.rng.IntN(2) == 0 {
 				v["parentMessageId"] = lastAssistant
+				owner = lastAssistant
 			}
 			closeChunk()
 			g.emit(withMeta(v, g.meta()))
-			opens = append(opens, &open{kind: "tool", id: id, left: 1 + g.rng.IntN(5)})
+			opens = append(opens, &open{kind: "tool", id: id, owner: owner, left: 1 + g.rng.IntN(5)})
 		case k < 20 && len(opens) < 4: // reasoning
 			id := g.id("r")
 			closeChunk()
@@ -223,16 +226,37 @@ func (g *gen) body(n int, leaveOpen bool) {
 			g.emit(map[string]any{"type": "TOOL_CALL_RESULT", "messageId": g.id("res"), "toolCallId": "unknown" + fmt.Sprint(g.rng.IntN(3)), "content": "late"})
 		case k < 74: // activity
 			id := fmt.Sprintf("act%d", g.rng.IntN(3))
-			if g.rng.IntN(2) == 0 {
+			switch g.rng.IntN(5) {
+			case 0:
 				g.emit(map[string]any{"type": "ACTIVITY_SNAPSHOT", "messageId": id, "activityType": "progress", "content": map[string]any{"pct": g.rng.IntN(100), "steps": []any{"a"}}})
-			} else {
+			case 1:
+				g.emit(map[string]any{"type": "ACTIVITY_SNAPSHOT", "messageId": id, "activityType": "progress", "content": fidelityDoc()})
+			case 2, 3:
+				g.emit(map[string]any{"type": "ACTIVITY_DELTA", "messageId": id, "activityType": "progress", "patch": g.fidelityPatch()})
+			default:
 				g.emit(map[string]any{"type": "ACTIVITY_DELTA", "messageId": id, "activityType": "progress", "patch": []any{map[string]any{"op": "add", "path": "/steps/-", "value": g.text()}}})
 			}
 		case k < 76 && chunkOpen < 0: // messages snapshot mid-stream
 			var ms []any
+			inSnap := map[string]bool{}
 			for _, id := range g.msgs {
-				if g.rng.IntN(4) != 0 {
+				if g.rng.IntN(4) != 0 && !inSnap[id] {
 					ms = append(ms, map[string]any{"id": id, "role": "user", "content": "snap " + id})
+					inSnap[id] = true
+				}
+			}
+			// Snapshots that drop open messages and tool calls while their parent stays:
+			// the owner of an open tool call kept with no calls, an open reasoning message
+			// kept or dropped.
+			for _, o := range opens {
+				switch {
+				case inSnap[o.owner] || inSnap[o.id]:
+				case o.kind == "tool" && g.rng.IntN(2) == 0:
+					ms = append(ms, map[string]any{"id": o.owner, "role": "assistant", "toolCalls": []any{}})
+					inSnap[o.owner] = true
+				case o.kind == "reasoning" && g.rng.IntN(2) == 0:
+					ms = append(ms, map[string]any{"id": o.id, "role": "reasoning", "content": "kept"})
+					inSnap[o.id] = true
 				}
 			}
 			if ms == nil {
@@ -287,7 +311,11 @@ func (g *gen) emitRaw(s string) {
 }
 
 func (g *gen) stateEvent() {
-	switch k := g.rng.IntN(10); {
+	switch k := g.rng.IntN(14); {
+	case k >= 12:
+		g.emit(map[string]any{"type": "STATE_SNAPSHOT", "snapshot": fidelityDoc()})
+	case k >= 10:
+		g.emit(map[string]any{"type": "STATE_DELTA", "delta": g.fidelityPatch()})
 	case k < 2:
 		g.stateN++
 		g.emit(withMeta(map[string]any{"type": "STATE_SNAPSHOT", "snapshot": map[string]any{"count": g.stateN, "items": []any{"a", "b"}, "nested": map[string]any{"x": 1.5}}}, g.meta()))
@@ -308,4 +336,68 @@ func (g *gen) stateEvent() {
 		}
 		g.emit(map[string]any{"type": "STATE_DELTA", "delta": ops[g.rng.IntN(len(ops))]})
 	}
+}
+
+// fidelityDoc is a document whose arrays hold primitives, containers, nulls and non-ASCII
+// strings next to each other, so that random moves and copies hit the shapes where JSON Patch
+// appliers differ.
+func fidelityDoc() map[string]any {
+	return map[string]any{
+		"list":  []any{nil, "\U0001F600", map[string]any{}, "s"},
+		"k10":   []any{298, "\u6f22\u5b57"},
+		"items": map[string]any{"x y": []any{"", -737, "hello", 740}},
+		"k12":   []any{[]any{[]any{"and", "\u2211\u222b\u221a"}, map[string]any{"a": 1}, []any{"\u00df"}, nil}},
+		"n":     1,
+		"flag":  true,
+	}
+}
+
+// fidelityPointers are paths into fidelityDoc and just past it.
+var fidelityPointers = []string{
+	"/list/0", "/list/1", "/list/2", "/list/2/n", "/list/3", "/list/3/x", "/list/9", "/list/-",
+	"/k10", "/k10/1", "/k10/2", "/k10/01", "/items", "/items/x y", "/items/x y/0", "/items/x y/3",
+	"/items/x y/9", "/items/x y/len", "/k12/0", "/k12/0/0", "/k12/0/1", "/k12/0/1/count",
+	"/k12/0/2/0", "/n", "/n/x", "/flag/x", "/new", "/", "/list/-1", "/__proto__/x",
+}
+
+// fidelityTemplates are moves and copies that hit each class on fidelityDoc: the inner add
+// lands past the end, on an array under a non-index key, or into a string (after the inner
+// remove shifted the array), and a container copied into itself.
+var fidelityTemplates = [][3]string{
+	{"move", "/k10/1", "/k10/2"},
+	{"move", "/list/0", "/list/2/n"},
+	{"move", "/list/1", "/list/2/x"},
+	{"move", "/k12/0/0", "/k12/0/1/count"},
+	{"copy", "/items/x y", "/items/x y/3"},
+	{"copy", "/k12/0", "/k12/0/1"},
+	{"move", "/items/x y/0", "/items/x y/9"},
+}
+
+// fidelityPatch returns one to three random operations over fidelityPointers: moves and
+// copies whose inner add lands past the end, on an array under a non-index key or into a
+// primitive, copies of a container into itself, and plain operations.
+func (g *gen) fidelityPatch() []any {
+	if g.rng.IntN(2) == 0 {
+		// One of the classes by construction, on fidelityDoc.
+		t := fidelityTemplates[g.rng.IntN(len(fidelityTemplates))]
+		return []any{map[string]any{"op": t[0], "from": t[1], "path": t[2]}}
+	}
+	var ops []any
+	for range 1 + g.rng.IntN(3) {
+		path := fidelityPointers[g.rng.IntN(len(fidelityPointers))]
+		from := fidelityPointers[g.rng.IntN(len(fidelityPointers))]
+		switch k := g.rng.IntN(10); {
+		case k < 4:
+			ops = append(ops, map[string]any{"op": "move", "from": from, "path": path})
+		case k < 7:
+			ops = append(ops, map[string]any{"op": "copy", "from": from, "path": path})
+		case k < 8:
+			ops = append(ops, map[string]any{"op": "add", "path": path, "value": []any{g.rng.IntN(9), "v"}})
+		case k < 9:
+			ops = append(ops, map[string]any{"op": "remove", "path": path})
+		default:
+			ops = append(ops, map[string]any{"op": "replace", "path": path, "value": g.text()})
+		}
+	}
+	return ops
 }

@@ -52,6 +52,11 @@ export interface AguiProxyAgentRunnerOptions {
   headers?: Record<string, string>;
   /** The fetch to use (default: the global fetch). */
   fetch?: typeof fetch;
+  /**
+   * How many times in a row `connect` resumes a dropped attach stream from its last event id
+   * before it fails (default 5; 0 never resumes).
+   */
+  reconnects?: number;
 }
 
 /** What {@link AguiProxyAgentRunner.bind} and {@link AguiProxyAgentRunner.runWith} remember of a request. */
@@ -103,6 +108,7 @@ export class AguiProxyAgentRunner implements AgentRunner {
   private readonly identityOf: (headers: Headers) => string | undefined | null;
   private readonly staticHeaders: Record<string, string>;
   private readonly fetchImpl: typeof fetch;
+  private readonly reconnects: number;
   private readonly context = new AsyncLocalStorage<RequestContext>();
 
   constructor(options: AguiProxyAgentRunnerOptions) {
@@ -122,6 +128,7 @@ export class AguiProxyAgentRunner implements AgentRunner {
     this.staticHeaders = { ...(options.headers ?? {}) };
     const f = options.fetch ?? globalThis.fetch;
     this.fetchImpl = (input, init) => f(input, init);
+    this.reconnects = Math.max(0, options.reconnects ?? 5);
   }
 
   /**
@@ -194,28 +201,64 @@ export class AguiProxyAgentRunner implements AgentRunner {
     });
   }
 
-  /** See AgentRunner.connect: the thread's compacted history, then the live tail of a run in progress. */
+  /**
+   * See AgentRunner.connect: the thread's compacted history, then the live tail of a run in
+   * progress. A connection that drops in the live tail (an error, or the end of the stream
+   * before the run's RUN_FINISHED/RUN_ERROR) is resumed from the last event id with
+   * Last-Event-ID, after a short backoff, at most {@link AguiProxyAgentRunnerOptions.reconnects}
+   * times in a row: no event is passed on twice and none is skipped. If the proxy cannot resume
+   * exactly it sends the full history again with a CUSTOM `agui-proxy.resume_failed` event, which
+   * is passed on.
+   */
   connect(request: AgentRunnerConnectRequest): Observable<AgentEvent> {
     const route = this.routeFor(request.agentId);
+    const url = this.attachUrl(route, request.threadId, "/events");
     return new Observable<AgentEvent>((sub) => {
       const abort = new AbortController();
       (async () => {
-        const headers = this.proxyHeaders(request.headers);
-        headers.set("accept", "text/event-stream");
-        const res = await this.fetchImpl(this.attachUrl(route, request.threadId, "/events"), { headers, signal: abort.signal });
-        if (res.status === 404) {
-          // Unknown, or another identity's (the proxy gives both the same answer): nothing to restore.
-          await res.body?.cancel();
-          sub.complete();
-          return;
+        let lastId = ""; // where a reconnect resumes: the last event id, or the prelude's cursor
+        let ended = false; // the last event passed on ends a run
+        for (let failures = 0; ; ) {
+          const headers = this.proxyHeaders(request.headers);
+          headers.set("accept", "text/event-stream");
+          if (lastId) headers.set("last-event-id", lastId);
+          let dropped: unknown;
+          try {
+            const res = await this.fetchImpl(url, { headers, signal: abort.signal });
+            if (res.status === 404 && !lastId) {
+              // Unknown, or another identity's (the proxy gives both the same answer): nothing to restore.
+              await res.body?.cancel();
+              sub.complete();
+              return;
+            }
+            if (!res.ok || !res.body) throw await problem(res, `connect to thread ${request.threadId}`);
+            for await (const ev of readSse(res.body)) {
+              if (ev.id) lastId = ev.id;
+              const event = JSON.parse(ev.data) as AgentEvent & { name?: unknown; value?: { cursor?: unknown } };
+              failures = 0;
+              if (event.type === "CUSTOM" && event.name === REPLAY_COMPLETE) {
+                if (typeof event.value?.cursor === "string" && event.value.cursor) lastId = event.value.cursor;
+                continue;
+              }
+              ended = TERMINAL.has(event.type);
+              sub.next(event);
+            }
+            if (ended || !lastId) {
+              sub.complete();
+              return;
+            }
+            dropped = new Error(`the attach stream of thread ${request.threadId} ended before its run did`);
+          } catch (err) {
+            if (abort.signal.aborted) return;
+            // A refusal or a malformed event is an answer, not a drop (a 5xx from a draining
+            // replica or a load balancer is retried like a drop).
+            if ((err instanceof AguiProxyError && err.status < 500) || err instanceof SyntaxError || !lastId) throw err;
+            dropped = err;
+          }
+          if (++failures > this.reconnects) throw dropped;
+          await sleep(Math.min(100 * 2 ** (failures - 1), 2000) * (0.5 + Math.random() / 2), abort.signal);
+          if (abort.signal.aborted) return;
         }
-        if (!res.ok || !res.body) throw await problem(res, `connect to thread ${request.threadId}`);
-        for await (const ev of readSse(res.body)) {
-          const event = JSON.parse(ev.data) as AgentEvent & { name?: unknown };
-          if (event.type === "CUSTOM" && event.name === REPLAY_COMPLETE) continue;
-          sub.next(event);
-        }
-        sub.complete();
       })().catch((err: unknown) => {
         if (!abort.signal.aborted) sub.error(err);
       });
@@ -308,6 +351,19 @@ export class AguiProxyAgentRunner implements AgentRunner {
     }
     return h;
   }
+}
+
+/** Resolves after ms, or at once when signal aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done);
+  });
 }
 
 function normalizeRoute(url: string, id: string): string {

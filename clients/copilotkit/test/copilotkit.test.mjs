@@ -5,6 +5,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
+import { connect as netConnect, createServer as netServer } from "node:net";
 import { HttpAgent } from "@ag-ui/client";
 import { ProxiedCopilotRuntimeAgent } from "@copilotkit/core";
 import { AguiProxyAgentRunner, readSse } from "../dist/index.mjs";
@@ -41,6 +42,47 @@ async function until(what, pred, timeoutMs = 60000) {
   }
 }
 
+/**
+ * A TCP relay to port on 127.0.0.1 whose connections cut() destroys (a network drop between the
+ * runtime and the proxy).
+ */
+function relay(port) {
+  const sockets = new Set();
+  let connections = 0;
+  const srv = netServer((c) => {
+    connections++;
+    const u = netConnect(port, "127.0.0.1");
+    sockets.add(c).add(u);
+    const drop = () => {
+      c.destroy();
+      u.destroy();
+      sockets.delete(c);
+      sockets.delete(u);
+    };
+    for (const s of [c, u]) s.on("error", drop).on("close", drop);
+    c.pipe(u);
+    u.pipe(c);
+  });
+  return new Promise((resolve) =>
+    srv.listen(0, "127.0.0.1", () =>
+      resolve({
+        url: `http://127.0.0.1:${srv.address().port}/`,
+        get connections() {
+          return connections;
+        },
+        cut: () => {
+          for (const s of sockets) s.destroy();
+        },
+        close: () =>
+          new Promise((r) => {
+            for (const s of sockets) s.destroy();
+            srv.close(r);
+          }),
+      }),
+    ),
+  );
+}
+
 /** Messages without CopilotKit-local fields that a replay cannot know, for comparison. */
 function plain(messages) {
   return JSON.parse(JSON.stringify(messages));
@@ -58,7 +100,8 @@ after(stopAll);
 
 describe("AguiProxyAgentRunner with @copilotkit/runtime", () => {
   test("a thread run through instance A is restored by instance B after A is killed", async (t) => {
-    const [a, started] = await Promise.all([startRuntime(proxy.url, IDENTITY), startRuntime(proxy.url, IDENTITY)]);
+    // A binds requests with runner.bind (fetch handler), B with runner.runWith (node:http headers).
+    const [a, started] = await Promise.all([startRuntime(proxy.url, IDENTITY), startRuntime(proxy.url, IDENTITY, "node")]);
     b = started;
     const x = client(a.url, "ck-restore", "alice");
     say(x, "u1", "state");
@@ -287,6 +330,60 @@ describe("AguiProxyAgentRunner in process", () => {
         "the thread is route b's: route a refuses it rather than answering empty");
     } finally {
       await kill(routed.child);
+    }
+  });
+
+  test("connect resumes a dropped attach stream from its last event id", async () => {
+    const r = await relay(Number(new URL(url).port));
+    try {
+      const runner = new AguiProxyAgentRunner({ routes: { default: r.url }, identityHeader: IDENTITY });
+      const headers = { [IDENTITY]: "gina" };
+      // The run goes straight to the proxy, which reads it to its end whoever listens.
+      const res = await fetch(url, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json", accept: "text/event-stream" },
+        body: JSON.stringify({ ...input("in-cut", "in-c1", "slow"), forwardedProps: { events: 60, intervalMs: 30 } }),
+      });
+      const draining = res.text();
+      const events = [];
+      const deltas = () => events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").length;
+      const done = new Promise((resolve, reject) =>
+        runner.runWith(headers, () =>
+          runner.connect({ threadId: "in-cut", agentId: "default" }).subscribe({ next: (e) => events.push(e), error: reject, complete: resolve }),
+        ),
+      );
+      await until("the live tail", () => deltas() >= 5); // the prelude holds at most one delta
+      r.cut();
+      await until("the tail after the first cut", () => deltas() >= 15);
+      r.cut();
+      await done;
+      await draining;
+      assert.ok(r.connections >= 3, `the runner reconnected after each cut (${r.connections} connections)`);
+      const thread = await (await fetch(`${url}agui/threads/in-cut`, { headers })).json();
+      const text = events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").map((e) => e.delta).join("");
+      assert.equal(text, thread.messages.at(-1).content, "every delta once, none missing");
+      assert.equal(events.filter((e) => e.type === "RUN_STARTED").length, 1);
+      assert.equal(events.at(-1).type, "RUN_FINISHED");
+
+      const once = new AguiProxyAgentRunner({ routes: { default: r.url }, identityHeader: IDENTITY, reconnects: 0 });
+      const res2 = await fetch(url, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json", accept: "text/event-stream" },
+        body: JSON.stringify({ ...input("in-cut2", "in-c2", "slow"), forwardedProps: { events: 60, intervalMs: 30 } }),
+      });
+      const draining2 = res2.text();
+      let seen = 0;
+      const failed = new Promise((resolve, reject) =>
+        once.runWith(headers, () =>
+          once.connect({ threadId: "in-cut2", agentId: "default" }).subscribe({ next: () => void seen++, error: resolve, complete: () => reject(new Error("completed")) }),
+        ),
+      );
+      await until("the live tail", () => seen >= 6);
+      r.cut();
+      assert.ok((await failed) instanceof Error, "with reconnects: 0 a drop is an error");
+      await draining2;
+    } finally {
+      await r.close();
     }
   });
 

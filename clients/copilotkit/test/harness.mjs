@@ -138,12 +138,15 @@ export async function startProxy(bin, { upstream, redisUrl, identityHeader, rout
   return { url, child };
 }
 
-/** Starts one CopilotKit runtime instance (runtime-server.mjs); returns { url, child }. */
-export async function startRuntime(proxyUrl, identityHeader) {
+/**
+ * Starts one CopilotKit runtime instance (runtime-server.mjs; bind: "fetch" or "node", how the
+ * runner learns the inbound request); returns { url, child }.
+ */
+export async function startRuntime(proxyUrl, identityHeader, bind = "fetch") {
   const { child, match } = await start(
     "copilotkit-runtime",
     process.execPath,
-    [join(here, "runtime-server.mjs"), "--proxy", proxyUrl, "--identity-header", identityHeader],
+    [join(here, "runtime-server.mjs"), "--proxy", proxyUrl, "--identity-header", identityHeader, "--bind", bind],
     { env: { COPILOTKIT_TELEMETRY_DISABLED: "true", DO_NOT_TRACK: "1", NODE_ENV: "production" }, ready: /listening (\S+)/ },
   );
   return { url: match[1], child };

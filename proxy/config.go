@@ -24,12 +24,13 @@ const (
 	DefaultMaxRunDuration        = time.Hour
 	DefaultResponseHeaderTimeout = time.Minute
 	DefaultUpstreamIdleTimeout   = 5 * time.Minute
-	DefaultClientQueueBytes      = 8 << 20
+	DefaultClientQueueBytes      = 16 << 20
 	DefaultHeartbeatInterval     = 15 * time.Second
 	DefaultRoute                 = "default"
 	DefaultBodyReadTimeout       = 30 * time.Second
 	DefaultAttachPrefix          = "/agui/"
 	DefaultLeaseInterval         = 2 * time.Second
+	DefaultStoreTimeout          = 5 * time.Second
 )
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
@@ -95,8 +96,15 @@ type Config struct {
 	// UpstreamIdleTimeout ends a run whose upstream sent no byte for this long (RUN_ERROR code
 	// UPSTREAM_IDLE). Default DefaultUpstreamIdleTimeout; negative disables the watchdog.
 	UpstreamIdleTimeout time.Duration
+	// StoreTimeout bounds how long a request waits on the store before it is answered 503
+	// StoreUnavailable: registering a run, and the history, runs, export, import and stop
+	// endpoints (a paused Redis answers nothing). Event streams are not bounded by it. Default
+	// DefaultStoreTimeout.
+	StoreTimeout time.Duration
 	// ClientQueueBytes bounds the bytes queued for one client; a client that falls further
-	// behind is disconnected (it can resume) instead of slowing the run. Default
+	// behind is disconnected (it can resume) instead of slowing the run. A frame always fits
+	// an empty queue, so a client is never dropped on its first frame. It must be at least
+	// MaxBodyBytes (RUN_STARTED carries the run's input) and MaxEventBytes. Default
 	// DefaultClientQueueBytes.
 	ClientQueueBytes int
 	// AttachPrefix is the path prefix of the attach, history and stop endpoints (package
@@ -160,6 +168,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ClientQueueBytes == 0 {
 		c.ClientQueueBytes = DefaultClientQueueBytes
 	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	}
 	if c.AttachPrefix == "" {
 		c.AttachPrefix = DefaultAttachPrefix
 	}
@@ -174,11 +185,19 @@ func (c Config) withDefaults() (Config, error) {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	for name, v := range map[string]int64{"MaxBodyBytes": c.MaxBodyBytes, "MaxEventBytes": int64(c.MaxEventBytes),
-		"MaxRunDuration": int64(c.MaxRunDuration), "ResponseHeaderTimeout": int64(c.ResponseHeaderTimeout),
+		"MaxRunDuration": int64(c.MaxRunDuration), "ResponseHeaderTimeout": int64(c.ResponseHeaderTimeout), "StoreTimeout": int64(c.StoreTimeout),
 		"ClientQueueBytes": int64(c.ClientQueueBytes)} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s is negative", name))
 		}
+	}
+	// Limits that contradict each other: a client would be dropped for a frame the proxy
+	// accepted (a RUN_STARTED carrying a large input, a large event).
+	if int64(c.ClientQueueBytes) < c.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("ClientQueueBytes (%d) is smaller than MaxBodyBytes (%d): RUN_STARTED carries the run's input", c.ClientQueueBytes, c.MaxBodyBytes))
+	}
+	if c.ClientQueueBytes < c.MaxEventBytes {
+		errs = append(errs, fmt.Errorf("ClientQueueBytes (%d) is smaller than MaxEventBytes (%d)", c.ClientQueueBytes, c.MaxEventBytes))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

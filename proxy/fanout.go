@@ -107,7 +107,15 @@ func (s *subscriber) push(frame []byte) bool {
 		s.mu.Unlock()
 		return false
 	}
-	if s.queued+len(frame) > s.limit {
+	// The frame the client is reading does not count against the limit, and a frame always
+	// fits an empty queue: a client is never dropped on its first frame (RUN_STARTED carries
+	// the run's input and may be the largest of the run), nor for the frame that follows a
+	// large one it is still reading. The queue holds at most limit bytes plus that one frame.
+	oldest := len(s.head)
+	if s.head == nil && len(s.queue) > 0 {
+		oldest = len(s.queue[0])
+	}
+	if s.queued > 0 && s.queued-oldest+len(frame) > s.limit {
 		s.err = errSlowClient
 		s.queue, s.head, s.queued = nil, nil, 0
 		s.mu.Unlock()

@@ -126,6 +126,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), ownerCtxKey{}, owner))
 	}
 	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
+		if !strings.HasSuffix(r.URL.Path, "/events") {
+			// History, runs, export, import and stop answer once the store did: bound the
+			// wait (503 StoreUnavailable after StoreTimeout). Event streams are not bounded.
+			ctx, cancel := context.WithTimeoutCause(r.Context(), h.cfg.StoreTimeout, problem.ErrStoreTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		h.attach.ServeHTTP(w, r)
 		return
 	}
@@ -221,15 +228,18 @@ func runFrom(ctx context.Context) *run {
 // serveRun registers the run, forwards it and streams it back.
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunInput, owner string) {
 	ctx := r.Context()
+	// sctx bounds the store calls that register the run (503 StoreUnavailable after it).
+	sctx, scancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
+	defer scancel()
 	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
 		// A client re-sending a run it already started, with the last event it saw: resume it
 		// (the agent is not called again). A run that was never recorded starts normally.
-		if _, err := h.store.Run(ctx, in.ThreadID, in.RunID); err == nil {
+		if _, err := h.store.Run(sctx, in.ThreadID, in.RunID); err == nil {
 			h.attach.ServeResume(w, r, in.ThreadID, in.RunID, lastID)
 			return
 		}
 	}
-	th, err := h.store.Thread(ctx, in.ThreadID)
+	th, err := h.store.Thread(sctx, in.ThreadID)
 	switch {
 	case err == nil:
 		if th.Owner != owner {
@@ -248,7 +258,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	if parent == "" {
 		parent = th.LatestRunID
 	}
-	if th.LatestRunID != "" && th.LatestRunID != in.RunID && !h.cfg.AllowConcurrentRuns && h.runInProgress(ctx, in.ThreadID, th.LatestRunID) {
+	if th.LatestRunID != "" && th.LatestRunID != in.RunID && !h.cfg.AllowConcurrentRuns && h.runInProgress(sctx, in.ThreadID, th.LatestRunID) {
 		h.fail(w, r, recorder.ErrThreadBusy)
 		return
 	}
@@ -258,7 +268,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 		Status: recorder.StatusRunning, Route: h.cfg.Route, Owner: owner, CreatedAt: now, UpdatedAt: now,
 		Node: h.cfg.Node, LeaseUntil: now.Add(3 * h.cfg.LeaseInterval),
 	}
-	if _, err := h.store.CreateRun(ctx, meta); err != nil {
+	if _, err := h.store.CreateRun(sctx, meta); err != nil {
 		if isStoreSentinel(err) {
 			h.fail(w, r, err)
 		} else {
@@ -266,7 +276,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 		}
 		return
 	}
-	known, err := h.attach.MessageIDs(ctx, in.ThreadID, parent)
+	known, err := h.attach.MessageIDs(sctx, in.ThreadID, parent)
 	if err != nil {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "could not read the thread history; RUN_STARTED.input keeps every message",
 			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))

@@ -65,7 +65,7 @@ func TestShutdownInterruptsAtDeadline(t *testing.T) {
 // limit while the run streams to its end at full speed and is recorded whole (reliability F20).
 func TestSlowClientDoesNotSlowTheRun(t *testing.T) {
 	agent := startAgent(t)
-	h, px := startProxy(t, agent.URL, Config{ClientQueueBytes: 64 << 10})
+	h, px := startProxy(t, agent.URL, Config{ClientQueueBytes: 64 << 10, MaxBodyBytes: 64 << 10, MaxEventBytes: 64 << 10})
 	conn, err := net.Dial("tcp", px.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,8 @@ type config struct {
 	MaxRunDuration time.Duration `env:"AGUI_MAX_RUN_DURATION" envDefault:"1h" desc:"longest a run may stream (RUN_ERROR RUN_TIMEOUT after)"`
 	HeaderTimeout  time.Duration `env:"AGUI_UPSTREAM_HEADER_TIMEOUT" envDefault:"60s" desc:"wait for the agent's response headers (504 after)"`
 	IdleTimeout    time.Duration `env:"AGUI_UPSTREAM_IDLE_TIMEOUT" envDefault:"5m" desc:"silence from the agent that ends a run (RUN_ERROR UPSTREAM_IDLE); negative disables"`
-	ClientQueue    int           `env:"AGUI_CLIENT_QUEUE_BYTES" envDefault:"8388608" desc:"bytes queued for one client before it is disconnected as too slow (it can resume)"`
+	StoreTimeout   time.Duration `env:"AGUI_STORE_TIMEOUT" envDefault:"5s" desc:"longest a request waits on the store (registering a run, history, runs, export, import, stop) before 503 StoreUnavailable"`
+	ClientQueue    int           `env:"AGUI_CLIENT_QUEUE_BYTES" envDefault:"16777216" desc:"bytes queued for one client before it is disconnected as too slow (it can resume); at least AGUI_MAX_BODY_BYTES and AGUI_MAX_EVENT_BYTES"`
 	Heartbeat      time.Duration `env:"AGUI_HEARTBEAT" envDefault:"15s" desc:"silence after which a client stream gets an SSE comment; negative disables"`
 	ReadHeader     time.Duration `env:"AGUI_READ_HEADER_TIMEOUT" envDefault:"5s" desc:"server: time to read request headers"`
 	BodyTimeout    time.Duration `env:"AGUI_BODY_READ_TIMEOUT" envDefault:"30s" desc:"time to read a run request's body (the server has no whole-request timeout: it would cut streams)"`
@@ -71,6 +72,10 @@ func (c config) validate() error {
 	var errs []error
 	if _, err := c.routes(); err != nil {
 		errs = append(errs, err)
+	}
+	if int64(c.ClientQueue) < c.MaxBodyBytes || c.ClientQueue < c.MaxEventBytes {
+		errs = append(errs, fmt.Errorf("AGUI_CLIENT_QUEUE_BYTES (%d) must be at least AGUI_MAX_BODY_BYTES (%d) and AGUI_MAX_EVENT_BYTES (%d): a run's first event carries its input, and a client must hold any event the agent may send",
+			c.ClientQueue, c.MaxBodyBytes, c.MaxEventBytes))
 	}
 	if c.Durability != "async" && c.Durability != "sync" {
 		errs = append(errs, fmt.Errorf("AGUI_DURABILITY %q is not async or sync", c.Durability))

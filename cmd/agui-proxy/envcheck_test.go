@@ -40,3 +40,15 @@ func TestUnknownVariableWarns(t *testing.T) {
 		t.Errorf("warning %q", got[1])
 	}
 }
+
+// TestLimitsContradict: a client queue smaller than the body or event limit is refused,
+// naming the variables.
+func TestLimitsContradict(t *testing.T) {
+	_, err := loadConfig(map[string]string{"AGUI_CLIENT_QUEUE_BYTES": "1048576", "AGUI_MAX_BODY_BYTES": "2097152"})
+	if err == nil || !strings.Contains(err.Error(), "AGUI_CLIENT_QUEUE_BYTES") || !strings.Contains(err.Error(), "AGUI_MAX_BODY_BYTES") {
+		t.Fatalf("loadConfig = %v, want an error naming AGUI_CLIENT_QUEUE_BYTES and AGUI_MAX_BODY_BYTES", err)
+	}
+	if _, err := loadConfig(map[string]string{}); err != nil {
+		t.Fatalf("the defaults: %v", err)
+	}
+}

@@ -117,6 +117,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			ResponseHeaderTimeout: cfg.HeaderTimeout,
 			UpstreamIdleTimeout:   cfg.IdleTimeout,
 			ClientQueueBytes:      cfg.ClientQueue,
+			StoreTimeout:          cfg.StoreTimeout,
 			HeartbeatInterval:     cfg.Heartbeat,
 		}
 		if reg != nil {

@@ -247,12 +247,12 @@ var cases = []tcase{
 			"Content-Type", "application/json", "Accept", "text/event-stream")
 		problemOf(t, r, 413, proxy.CodeBodyTooLarge)
 	}},
-	{class: "oversized", name: "body-near-limit-first-frame", cfg: func(c *proxy.Config) { c.MaxBodyBytes = 256 << 10 }, run: func(t *testing.T, e *env) {
-		// A body just under the limit: its RUN_STARTED (which carries the input) still reaches
-		// the client whole.
+	{class: "limits", name: "first-frame-larger-than-queue", cfg: func(c *proxy.Config) { c.MaxBodyBytes, c.MaxEventBytes, c.ClientQueueBytes = 256<<10, 256<<10, 256<<10 }, run: func(t *testing.T, e *env) {
+		// A body just under the limit: its RUN_STARTED (which carries the input, so it is
+		// larger than the client queue) still reaches the client whole.
 		th, run := e.id("t"), e.id("r")
 		body := fmt.Sprintf(`{"threadId":%q,"runId":%q,"messages":[{"id":"u","role":"user","content":%q}],"forwardedProps":{"scenario":"chat"}}`,
-			th, run, strings.Repeat("y", 250<<10))
+			th, run, strings.Repeat("y", 256<<10-200))
 		r := e.postRun(t, body)
 		if r.status != 200 {
 			t.Fatalf("status %d %q", r.status, trunc(r.body))

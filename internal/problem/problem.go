@@ -71,6 +71,9 @@ var (
 	ErrRunNotRunning        = errors.New("run is not running")
 	ErrLiveTailsUnsupported = errors.New("the store cannot follow live runs")
 	ErrBodyTimeout          = errors.New("the request body did not arrive in time")
+	// ErrStoreTimeout is the cause of a request context whose store deadline passed: Respond
+	// answers it (503 StoreUnavailable) instead of taking the client for gone.
+	ErrStoreTimeout = errors.New("the store did not answer in time")
 )
 
 // entry is one row of the table: the errors it matches, and what the client gets. quote puts
@@ -186,7 +189,7 @@ func Write(w http.ResponseWriter, p Problem) {
 // 500). When the client is already gone nothing can be written: it logs 499, as other proxies
 // do. Only before the response started. It returns the problem (zero when the client is gone).
 func Respond(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) Problem {
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), ErrStoreTimeout) {
 		log.LogAttrs(r.Context(), slog.LevelInfo, "client closed the request", slog.Int("status", 499),
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
 		return Problem{}

@@ -75,6 +75,11 @@ type Config struct {
 	// caller; threads are owned by that identity, and other identities get 404. "" runs
 	// single-tenant: every thread belongs to everyone who can reach the proxy.
 	IdentityHeader string
+	// AnonymousPassthrough, with IdentityHeader set, forwards requests that carry no identity
+	// and are not runs to the agent untouched, as in single-tenant mode. false (default):
+	// every request without an identity is answered 401 IdentityRequired, so the agent only
+	// ever sees identified callers. Runs and the attach endpoints always need an identity.
+	AnonymousPassthrough bool
 	// TrustedProxies, when not empty, lists the peer networks allowed to set IdentityHeader;
 	// from any other peer the header is removed and the request is anonymous.
 	TrustedProxies []netip.Prefix
@@ -97,9 +102,9 @@ type Config struct {
 	// UPSTREAM_IDLE). Default DefaultUpstreamIdleTimeout; negative disables the watchdog.
 	UpstreamIdleTimeout time.Duration
 	// StoreTimeout bounds how long a request waits on the store before it is answered 503
-	// StoreUnavailable: registering a run, and the history, runs, export, import and stop
-	// endpoints (a paused Redis answers nothing). Event streams are not bounded by it. Default
-	// DefaultStoreTimeout.
+	// StoreUnavailable: the reads that decide whether a run may start, and the history, runs,
+	// export, import and stop endpoints (a paused Redis answers nothing). Event streams are
+	// not bounded by it. Default DefaultStoreTimeout.
 	StoreTimeout time.Duration
 	// ClientQueueBytes bounds the bytes queued for one client; a client that falls further
 	// behind is disconnected (it can resume) instead of slowing the run. A frame always fits

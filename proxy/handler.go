@@ -123,6 +123,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.cfg.IdentityHeader != "" {
+		if owner == "" && !h.cfg.AnonymousPassthrough {
+			// Multi-tenant: no request reaches the agent (or the history) without an identity.
+			h.fail(w, r, problem.ErrIdentityRequired)
+			return
+		}
 		r = r.WithContext(context.WithValue(r.Context(), ownerCtxKey{}, owner))
 	}
 	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
@@ -228,7 +233,10 @@ func runFrom(ctx context.Context) *run {
 // serveRun registers the run, forwards it and streams it back.
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunInput, owner string) {
 	ctx := r.Context()
-	// sctx bounds the store calls that register the run (503 StoreUnavailable after it).
+	// sctx bounds the store reads that decide whether the run may start (503
+	// StoreUnavailable after it; a paused store fails there). CreateRun is not bounded by it:
+	// a deadline that passes after the store created the run would leave it registered but
+	// never started, and the client's retry would get RunAlreadyStarted.
 	sctx, scancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 	defer scancel()
 	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
@@ -268,7 +276,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 		Status: recorder.StatusRunning, Route: h.cfg.Route, Owner: owner, CreatedAt: now, UpdatedAt: now,
 		Node: h.cfg.Node, LeaseUntil: now.Add(3 * h.cfg.LeaseInterval),
 	}
-	if _, err := h.store.CreateRun(sctx, meta); err != nil {
+	if _, err := h.store.CreateRun(ctx, meta); err != nil {
 		if isStoreSentinel(err) {
 			h.fail(w, r, err)
 		} else {
@@ -276,7 +284,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 		}
 		return
 	}
-	known, err := h.attach.MessageIDs(sctx, in.ThreadID, parent)
+	known, err := h.attach.MessageIDs(ctx, in.ThreadID, parent)
 	if err != nil {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "could not read the thread history; RUN_STARTED.input keeps every message",
 			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))

@@ -52,3 +52,23 @@ func TestLimitsContradict(t *testing.T) {
 		t.Fatalf("the defaults: %v", err)
 	}
 }
+
+// TestRequireIdentityValues: AGUI_REQUIRE_IDENTITY is true, false or unset, and only with an
+// identity header.
+func TestRequireIdentityValues(t *testing.T) {
+	for env, ok := range map[[2]string]bool{
+		{"", ""}: true, {"X-User", ""}: true, {"X-User", "true"}: true, {"X-User", "false"}: true,
+		{"X-User", "yes"}: false, {"", "true"}: false,
+	} {
+		m := map[string]string{}
+		if env[0] != "" {
+			m["AGUI_IDENTITY_HEADER"] = env[0]
+		}
+		if env[1] != "" {
+			m["AGUI_REQUIRE_IDENTITY"] = env[1]
+		}
+		if _, err := loadConfig(m); (err == nil) != ok {
+			t.Errorf("loadConfig(%v) = %v, want ok %v", m, err, ok)
+		}
+	}
+}

@@ -118,6 +118,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			UpstreamIdleTimeout:   cfg.IdleTimeout,
 			ClientQueueBytes:      cfg.ClientQueue,
 			StoreTimeout:          cfg.StoreTimeout,
+			AnonymousPassthrough:  cfg.RequireIdentity == "false",
 			HeartbeatInterval:     cfg.Heartbeat,
 		}
 		if reg != nil {

@@ -441,13 +441,31 @@ var cases = []tcase{
 			t.Fatalf("foreign import: %d %q, an unused id gets 201", r.status, trunc(r.body))
 		}
 	}},
-	{class: "foreign-identity", name: "non-run-post-needs-identity", multi: true, pending: "identity-unchecked: a POST that is not a run reaches the agent without an identity", run: func(t *testing.T, e *env) {
+	{class: "foreign-identity", name: "non-run-post-needs-identity", multi: true, run: func(t *testing.T, e *env) {
 		path := "/" + e.id("tool")
 		r := e.do(t, http.MethodPost, path, strings.NewReader("x=1"), "Content-Type", "application/x-www-form-urlencoded")
 		problemOf(t, r, 401, proxy.CodeIdentityRequired)
 		if _, ok := e.up.paths.Load(path); ok {
 			t.Fatal("an anonymous POST reached the agent")
 		}
+	}},
+	{class: "foreign-identity", name: "anonymous-get-not-forwarded", multi: true, run: func(t *testing.T, e *env) {
+		path := "/" + e.id("page")
+		problemOf(t, e.get(t, path, "X_Agui_User", "alice"), 401, proxy.CodeIdentityRequired)
+		if _, ok := e.up.paths.Load(path); ok {
+			t.Fatal("an anonymous GET reached the agent")
+		}
+	}},
+	{class: "foreign-identity", name: "anonymous-passthrough-when-allowed", cfg: func(c *proxy.Config) {
+		c.IdentityHeader, c.AnonymousPassthrough = identityHeader, true
+	}, run: func(t *testing.T, e *env) {
+		path := "/" + e.id("tool")
+		r := e.do(t, http.MethodPost, path, strings.NewReader("x=1"), "Content-Type", "application/x-www-form-urlencoded")
+		if _, ok := e.up.paths.Load(path); !ok || r.status == 401 {
+			t.Fatalf("a non-run POST was not forwarded with AnonymousPassthrough: %d", r.status)
+		}
+		// Runs still need an identity.
+		problemOf(t, e.postRun(t, runBody(e.id("t"), e.id("r"), "chat")), 401, proxy.CodeIdentityRequired)
 	}},
 	{class: "foreign-identity", name: "identity-forwarded-is-ours", multi: true, run: func(t *testing.T, e *env) {
 		path := "/" + e.id("get")

@@ -165,12 +165,11 @@ func Compact(events []Event, opts Options) ([]Event, error) {
 		for _, e := range rn.pass {
 			out = append(out, Event{Type: e.Type, Raw: compactJSON(e.Raw)})
 		}
+		// The raw events of activity messages whose fold stopped (fold.go) follow the last
+		// MESSAGES_SNAPSHOT of the output; reopen may add one.
 		if i == len(runs)-1 && len(rn.terms) == 0 {
-			out = append(out, r.reopen()...)
-		}
-		if i == snapAt {
-			// After every MESSAGES_SNAPSHOT (reopen may add one): the raw events of activity
-			// messages whose fold stopped.
+			out = append(out, r.reopen(r.heldActivityEvents())...)
+		} else if i == snapAt {
 			out = append(out, r.heldActivityEvents()...)
 		}
 		for _, e := range rn.terms {
@@ -196,7 +195,11 @@ func (r *reducer) messagesSnapshotEvent() Event {
 // the START creates it (a tool call on a phantom parent message), so a second
 // MESSAGES_SNAPSHOT removes it again. Chunk-opened items come last because a MESSAGES_SNAPSHOT closes chunk
 // streams.
-func (r *reducer) reopen() []Event {
+//
+// held (raw activity events) must follow the last MESSAGES_SNAPSHOT: it goes right after the
+// one reopen adds, or first when reopen adds none, so that the re-opening events stay last (a
+// CHUNK must be followed directly by the tail's next CHUNK).
+func (r *reducer) reopen(held []Event) []Event {
 	var starts, chunks []Event
 	phantom, chunkPhantom := false, false
 	for _, it := range r.openItems() {
@@ -270,15 +273,18 @@ func (r *reducer) reopen() []Event {
 			starts = append(starts, mustEvent(typ, b.Bytes()))
 		}
 	}
-	if phantom && !chunkPhantom {
-		starts = append(starts, r.messagesSnapshotEvent())
-	}
-	out := append(starts, chunks...)
-	if chunkPhantom {
+	var out []Event
+	switch {
+	case chunkPhantom:
 		// A chunk stream whose message or tool call was replaced while it streamed: the
 		// CHUNK must come first to re-create the lane, and the snapshot that removes the
 		// phantom it creates then closes the lanes (the live tail restarts them).
-		out = append(out, r.messagesSnapshotEvent())
+		out = append(append(starts, chunks...), r.messagesSnapshotEvent())
+		out = append(out, held...)
+	case phantom:
+		out = append(append(append(starts, r.messagesSnapshotEvent()), held...), chunks...)
+	default:
+		out = append(append(held, starts...), chunks...)
 	}
 	return out
 }

@@ -131,6 +131,13 @@ type diskRun struct {
 	Stop    bool   `json:"st,omitempty"`
 	Idx     uint64 `json:"i"`
 	Bytes   int64  `json:"b,omitempty"` // stored event bytes (chunks)
+	// Compacted is when the raw events were replaced by their compacted form (ms; 0: never).
+	Compacted int64 `json:"cp,omitempty"`
+}
+
+// chunkKey is the key of the run's chunk starting at seq.
+func chunkKey(threadID, runID string, seq int64) []byte {
+	return binary.BigEndian.AppendUint64(eventsPrefix(threadID, runID), uint64(seq))
 }
 
 // diskStats are the store-wide byte counters, kept in the meta bucket by every write.
@@ -629,6 +636,7 @@ func (r *diskRun) run(threadID, runID string) (Run, error) {
 		ThreadID: threadID, RunID: runID, ParentRunID: r.Parent, Epoch: r.Epoch, Status: RunStatus(r.Status),
 		Detail: r.Detail, Route: r.Route, Owner: r.Owner, CreatedAt: time.UnixMilli(r.Created), UpdatedAt: time.UnixMilli(r.Updated),
 		LastSeq: r.Last, FirstSeq: r.First, Gaps: gaps, Node: r.Node, LeaseUntil: timeOrZero(r.Lease),
+		CompactedAt: timeOrZero(r.Compacted),
 	}, nil
 }
 

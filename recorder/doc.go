@@ -23,7 +23,8 @@
 //	<prefix>:{<threadId>}:runs               list    run ids in creation order
 //	<prefix>:{<threadId>}:run:<runId>        hash    epoch, parent, status, detail, route,
 //	                                                 owner, created, updated, last, gaps,
-//	                                                 node, lease (ms), stop ("1" once requested)
+//	                                                 node, lease (ms), stop ("1" once requested),
+//	                                                 compacted (ms, once compacted at rest)
 //	<prefix>:{<threadId>}:events:<runId>     stream  entry id "<seq>-0", fields t (type), f (frame)
 //	<prefix>:{<threadId>}:checkpoint:<runId> string  the run's checkpoint
 //	<prefix>:{#index/<hash>}:threads         zset    the thread index of one owner on one
@@ -52,6 +53,12 @@
 //   - finish_run.lua: status, detail, missing tail as a gap, TTL of all the thread's keys.
 //   - delete_run.lua, put_checkpoint.lua: the run's keys and the runs list together.
 //   - delete_thread.lua: every key of a thread, refused while a run is running.
+//   - compact_run.lua (RunCompactor, compaction at rest): an ended run's stream is replaced by
+//     its compacted events and the run hash gets the new epoch, last, empty gaps and
+//     compacted, only if the epoch is still the one the compactor read (else ErrConflict, so
+//     two replicas compacting the same run store it once). A crash or a reader in between
+//     sees the raw run or the compacted one, never a mix or neither; the memory store does
+//     the same under its lock and the disk store in one transaction.
 //
 // The thread index is the one structure that spans threads, so it cannot share their slot and
 // is not written by their scripts. CreateRun queues its ZADD in the same pipeline as

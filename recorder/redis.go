@@ -487,7 +487,7 @@ func (rr runRead) decode(threadID, runID string) (Run, bool, error) {
 		ThreadID: threadID, RunID: runID, ParentRunID: m["parent"], Epoch: m["epoch"],
 		Status: RunStatus(m["status"]), Detail: m["detail"], Route: m["route"], Owner: m["owner"],
 		CreatedAt: msTime(m["created"]), UpdatedAt: msTime(m["updated"]), LastSeq: last, Gaps: gaps,
-		Node: m["node"], LeaseUntil: msTime(m["lease"]),
+		Node: m["node"], LeaseUntil: msTime(m["lease"]), CompactedAt: msTime(m["compacted"]),
 	}
 	if first := rr.first.Val(); len(first) > 0 {
 		r.FirstSeq, _ = streamSeq(first[0].ID)

@@ -70,6 +70,9 @@ type Run struct {
 	// lost its replica: any other replica may end it as interrupted.
 	Node       string
 	LeaseUntil time.Time
+	// CompactedAt is when the run's raw events were replaced by their compacted form
+	// (RunCompactor); zero while the run holds the events as they were streamed.
+	CompactedAt time.Time
 	// Title is read by CreateRun only: it becomes the thread's title (ThreadSummary) when the
 	// thread has none yet; the caller derives it from the run's input (its first user message).
 	// It is cut to MaxTitleBytes.

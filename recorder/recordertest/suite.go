@@ -65,6 +65,7 @@ func Run(t *testing.T, newStore func(t *testing.T) recorder.Store) {
 	t.Run("Follow", func(t *testing.T) { runFollow(t, newStore) })
 	t.Run("Lease", func(t *testing.T) { runLease(t, newStore) })
 	t.Run("Index", func(t *testing.T) { runIndex(t, newStore) })
+	t.Run("CompactAtRest", func(t *testing.T) { runCompactAtRest(t, newStore) })
 }
 
 // newRun returns a run with a fresh epoch.

@@ -15,7 +15,8 @@
 //     or thread attach) and must end with the uninterrupted run's messages and state, on one
 //     proxy (resume_test.go) or through another replica sharing Redis (replicas_test.go).
 //   - browser/: headless Chromium renders a resumed conversation from EventSource
-//     (browser_test.go).
+//     (browser_test.go), and browser/inspector.mjs checks the thread inspector page on a
+//     branched thread and a live run, with screenshots (inspector_test.go).
 //
 // The package has no non-test code. Missing node_modules or Chromium fail the tests with an
 // install hint; `make test` installs them.

@@ -118,6 +118,9 @@ type Config struct {
 	// AllowConcurrentRuns lets a new run start on a thread whose latest run is still running.
 	// false (default): such a POST gets 409 ThreadBusy.
 	AllowConcurrentRuns bool
+	// Inspector serves the thread inspector page (package inspector) at AttachPrefix+"ui/".
+	// Default false.
+	Inspector bool
 	// Compact configures the compaction of preludes and checkpoints.
 	Compact compact.Options
 	// Node names this process in run leases. Default: host name, pid and a random suffix.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/attach"
+	"github.com/agui-proxy/agui-proxy/inspector"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
@@ -34,6 +35,7 @@ type Handler struct {
 	rp       *httputil.ReverseProxy
 	runs     registry
 	attach   *attach.Handler
+	ui       http.Handler // the inspector page, nil when off
 	metrics  *metrics
 	leaser   recorder.Leaser // nil when the store keeps no leases
 	done     chan struct{}   // closed by Shutdown: stops the lease loop
@@ -98,6 +100,9 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	if cfg.Inspector {
+		h.ui = inspector.Handler(cfg.AttachPrefix)
+	}
 	h.done = make(chan struct{})
 	if l, ok := h.store.(recorder.Leaser); ok {
 		h.leaser = l
@@ -131,6 +136,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), ownerCtxKey{}, owner))
 	}
 	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
+		if h.ui != nil && inspector.Match(h.cfg.AttachPrefix, r.URL.Path) {
+			h.serveInspector(w, r, owner)
+			return
+		}
 		if !strings.HasSuffix(r.URL.Path, "/events") {
 			// History, runs, export, import and stop answer once the store did: bound the
 			// wait (503 StoreUnavailable after StoreTimeout). Event streams are not bounded.
@@ -518,5 +527,15 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+// serveInspector serves the inspector page; in multi-tenant mode only to identified callers,
+// like every attach endpoint.
+func (h *Handler) serveInspector(w http.ResponseWriter, r *http.Request, owner string) {
+	if h.cfg.IdentityHeader != "" && owner == "" {
+		h.fail(w, r, problem.ErrIdentityRequired)
+		return
+	}
+	h.ui.ServeHTTP(w, r)
+}
 
 var _ http.Handler = (*Handler)(nil)

@@ -48,6 +48,7 @@ type config struct {
 	DrainTimeout    time.Duration `env:"AGUI_DRAIN_TIMEOUT" envDefault:"30s" desc:"on SIGTERM, how long runs in flight may continue before they are ended with RUN_ERROR INTERRUPTED"`
 	AttachPrefix    string        `env:"AGUI_ATTACH_PREFIX" envDefault:"/agui/" desc:"path prefix of the attach, history and stop endpoints (not proxied)"`
 	Concurrent      bool          `env:"AGUI_ALLOW_CONCURRENT_RUNS" envDefault:"false" desc:"allow a new run on a thread whose latest run is still running (default: 409 ThreadBusy)"`
+	Inspector       bool          `env:"AGUI_INSPECTOR" envDefault:"false" desc:"serve the thread inspector page at <attach prefix>ui/ (per route under its prefix); it reads only the attach endpoints, with the caller's identity"`
 	Record          bool          `env:"AGUI_RECORD" envDefault:"true" desc:"false forwards runs without storing events (no attach or resume): for measuring the recorder's cost"`
 	Metrics         bool          `env:"AGUI_METRICS" envDefault:"true" desc:"serve Prometheus metrics at /metrics"`
 	PprofListen     string        `env:"AGUI_PPROF_LISTEN" desc:"address of a separate listener serving net/http/pprof (empty: off); keep it private"`

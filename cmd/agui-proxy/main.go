@@ -102,6 +102,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			DisableRecording:      !cfg.Record,
 			AttachPrefix:          cfg.AttachPrefix,
 			AllowConcurrentRuns:   cfg.Concurrent,
+			Inspector:             cfg.Inspector,
 			Store:                 store,
 			Durability:            durability,
 			RecorderBuffer:        cfg.RecorderBuffer,

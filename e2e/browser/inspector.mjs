@@ -1,0 +1,180 @@
+// Drives Debian's headless Chromium (playwright-core, no downloaded browser) to agui-proxy's
+// thread inspector page and checks what it shows:
+//   1. a branched thread: the runs tree nests both children under their common parent, marks
+//      the head and the branch point; selecting each run shows that run's messages and state
+//      (time travel), its status (an interrupted run's RUN_ERROR code) and its raw events with
+//      their sequence numbers 1..N, in order;
+//   2. a live run (started here, by POSTing the slow demo scenario to --run-url, so that the
+//      page sees it young): its events keep arriving on the page while the run streams (the count
+//      grows, the LIVE badge shows), then the Stop button ends it: the page shows the
+//      RUN_ERROR CANCELLED event and the run's new status;
+//   3. the Export link downloads the thread's export document.
+// Takes a screenshot of each view. Prints one JSON object with what it saw on stdout; exits 1
+// naming each failed check.
+//
+// node inspector.mjs --page URL --thread ID --expect JSON --run-url URL --live-thread ID
+//   --live-run ID --shots DIR [--timeout MS] [--chromium PATH]
+// --expect: {"head": "r3", "shot": "r2", "runs": {"r1": {"parent": "", "status": "finished", "events": 8,
+//   "messages": [...], "state": {...}}, ...}} (status as the page shows it: "error (UPSTREAM_ENDED)")
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { isDeepStrictEqual, parseArgs } from "node:util";
+import { chromium } from "playwright-core";
+
+const { values: opts } = parseArgs({
+  options: {
+    page: { type: "string" },
+    thread: { type: "string" },
+    expect: { type: "string" },
+    "live-thread": { type: "string" },
+    "live-run": { type: "string" },
+    "run-url": { type: "string" },
+    shots: { type: "string" },
+    timeout: { type: "string", default: "30000" },
+    chromium: { type: "string", default: "/usr/bin/chromium" },
+  },
+});
+for (const k of ["page", "thread", "expect", "run-url", "live-thread", "live-run", "shots"]) {
+  if (!opts[k]) {
+    console.error(`--${k} is required`);
+    process.exit(2);
+  }
+}
+const timeout = Number(opts.timeout);
+const expect = JSON.parse(opts.expect);
+const failures = [];
+const check = (ok, what) => {
+  if (!ok) failures.push(what);
+};
+
+const args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const profile = mkdtempSync(join(tmpdir(), "agui-inspector-"));
+const observed = { runs: {}, live: {} };
+let context;
+let liveRequest;
+try {
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: opts.chromium, headless: true, args, timeout, viewport: { width: 1280, height: 860 },
+    acceptDownloads: true,
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(timeout);
+  const pageErrors = [];
+  page.on("pageerror", (err) => pageErrors.push(String(err)));
+  // Failed requests, except the thread list: a proxy without one answers 404 and the page
+  // then offers the typed-in thread id only.
+  page.on("response", (r) => r.status() >= 400 && !new URL(r.url()).pathname.endsWith("/threads") && pageErrors.push(`${r.status()} ${r.request().method()} ${r.url()}`));
+
+  // 1. The branched thread.
+  await page.goto(`${opts.page}?thread=${encodeURIComponent(opts.thread)}`);
+  const runIds = Object.keys(expect.runs);
+  await page.waitForFunction((n) => document.querySelectorAll("#runs li[data-run]").length === n, runIds.length);
+  observed.tree = await page.$$eval("#runs li[data-run]", (lis) =>
+    lis.map((li) => ({
+      run: li.dataset.run,
+      // The run whose list item this one is nested in: the tree as drawn.
+      nestedIn: li.parentElement.closest("li[data-run]")?.dataset.run ?? "",
+      head: !!li.querySelector(":scope > button .tag.head"),
+      branches: li.querySelector(":scope > button .tag.branch")?.textContent ?? "",
+      status: li.dataset.status,
+    })));
+  for (const [id, want] of Object.entries(expect.runs)) {
+    const node = observed.tree.find((n) => n.run === id);
+    check(node, `run ${id} is in the tree`);
+    if (!node) continue;
+    check(node.nestedIn === want.parent, `run ${id} is drawn under ${want.parent || "the root"} (got ${node.nestedIn || "the root"})`);
+    check(node.head === (id === expect.head), `run ${id} head mark is ${id === expect.head}`);
+  }
+  const parents = Object.values(expect.runs).map((r) => r.parent).filter(Boolean);
+  for (const p of new Set(parents)) {
+    const n = parents.filter((x) => x === p).length;
+    if (n > 1) check(observed.tree.find((x) => x.run === p)?.branches === `${n} branches`, `run ${p} is marked as a branch point of ${n}`);
+  }
+  for (const [id, want] of Object.entries(expect.runs)) {
+    await page.click(`#runs li[data-run="${id}"] > button`);
+    await page.waitForFunction(
+      ({ id, n, events }) =>
+        window.inspector.run === id &&
+        document.querySelectorAll("#messages li").length === n &&
+        document.querySelectorAll("#events tbody tr[data-seq]").length === events,
+      { id, n: want.messages.length, events: want.events },
+    );
+    const shown = await page.evaluate(() => ({
+      messages: [...document.querySelectorAll("#messages li")].map((li) => ({ id: li.dataset.id, role: li.dataset.role })),
+      state: JSON.parse(document.getElementById("state").textContent),
+      seqs: [...document.querySelectorAll("#events tbody tr[data-seq]")].map((tr) => Number(tr.dataset.seq)),
+      types: [...document.querySelectorAll("#events tbody tr[data-seq]")].map((tr) => tr.dataset.type),
+      gaps: document.querySelectorAll("#events tbody tr.gap").length,
+      title: document.getElementById("run-title").textContent,
+      status: document.getElementById("run-status").textContent,
+    }));
+    observed.runs[id] = shown;
+    check(isDeepStrictEqual(shown.messages, want.messages.map((m) => ({ id: m.id, role: m.role }))), `run ${id}: the messages as of the run`);
+    check(isDeepStrictEqual(shown.state, want.state), `run ${id}: the state as of the run`);
+    check(isDeepStrictEqual(shown.seqs, Array.from({ length: want.events }, (_, i) => i + 1)), `run ${id}: events 1..${want.events} in order`);
+    const end = want.status.startsWith("error") ? "RUN_ERROR" : "RUN_FINISHED";
+    check(shown.types[0] === "RUN_STARTED" && shown.types.at(-1) === end, `run ${id}: events from RUN_STARTED to ${end}`);
+    check(shown.status === want.status, `run ${id}: status ${want.status} shown (got ${shown.status})`);
+    check(shown.gaps === 0, `run ${id}: no gap shown`);
+  }
+  // The screenshot: a branch selected (not the head), so both branches and time travel show.
+  const branchRun = expect.shot ?? runIds[1];
+  await page.click(`#runs li[data-run="${branchRun}"] > button`);
+  await page.waitForFunction((id) => window.inspector.run === id && document.querySelectorAll("#events tbody tr").length > 0, branchRun);
+  await page.screenshot({ path: join(opts.shots, "inspector-branched.png"), fullPage: false });
+
+  // 3. Export.
+  const exportHref = await page.getAttribute("#export", "href");
+  const doc = await page.evaluate(async (href) => (await fetch(href)).json(), exportHref);
+  check(doc.formatVersion === 1 && doc.runs?.length === runIds.length, "the export link gives the thread's export document");
+
+  // 2. The live run: started now, read (and dropped) in the background; the proxy runs it on.
+  const liveBody = JSON.stringify({
+    threadId: opts["live-thread"], runId: opts["live-run"],
+    messages: [{ id: "u1", role: "user", content: "slow" }], forwardedProps: { events: 3000, intervalMs: 40 },
+  });
+  liveRequest = new AbortController();
+  const res = await fetch(opts["run-url"], {
+    method: "POST", body: liveBody, signal: liveRequest.signal,
+    headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+  });
+  check(res.ok, `the live run started (${res.status})`);
+  res.body.pipeTo(new WritableStream()).catch(() => {});
+  await page.goto(`${opts.page}?thread=${encodeURIComponent(opts["live-thread"])}`);
+  await page.waitForFunction((id) => window.inspector.run === id, opts["live-run"]);
+  await page.waitForFunction(() => document.querySelectorAll("#events tbody tr[data-seq]").length >= 3);
+  const n1 = await page.$$eval("#events tbody tr[data-seq]", (r) => r.length);
+  await page.waitForFunction((n) => document.querySelectorAll("#events tbody tr[data-seq]").length >= n + 3, n1);
+  const n2 = await page.$$eval("#events tbody tr[data-seq]", (r) => r.length);
+  observed.live.grew = [n1, n2];
+  check(n2 > n1, "live events keep arriving");
+  check(await page.isVisible("#live"), "the LIVE badge shows");
+  check(await page.isVisible("#stop"), "the Stop button shows for a running run");
+  await page.waitForFunction(() => document.querySelector("#messages li[data-role=assistant]")?.textContent.length > 40);
+  await page.screenshot({ path: join(opts.shots, "inspector-live.png"), fullPage: false });
+  await page.click("#stop");
+  await page.waitForFunction(() => document.querySelector('#events tbody tr[data-type="RUN_ERROR"]'));
+  await page.waitForFunction(() => !document.getElementById("run-status").textContent.startsWith("running"));
+  observed.live.error = await page.textContent('#events tbody tr[data-type="RUN_ERROR"] td.detail');
+  observed.live.status = await page.textContent("#run-status");
+  check(observed.live.error.includes("CANCELLED"), "the stopped run shows RUN_ERROR CANCELLED");
+  check(!(await page.isVisible("#live")) && !(await page.isVisible("#stop")), "LIVE and Stop are gone once the run ended");
+  const seqs = await page.$$eval("#events tbody tr[data-seq]", (rows) => rows.map((r) => Number(r.dataset.seq)));
+  check(seqs.every((s, i) => s === i + 1), "live events in order, none twice");
+  observed.live.events = seqs.length;
+  observed.pageErrors = pageErrors;
+  check(pageErrors.length === 0, `no page errors: ${pageErrors.join("; ")}`);
+} catch (err) {
+  failures.push(`exception: ${err.stack ?? err}`);
+} finally {
+  liveRequest?.abort();
+  await context?.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+console.log(JSON.stringify(observed));
+if (failures.length) {
+  console.error(failures.map((f) => `FAIL ${f}`).join("\n"));
+  process.exit(1);
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // ExportFormatVersion is the formatVersion of export documents this version writes and reads.
@@ -159,7 +160,7 @@ func (h *Handler) serveExport(w http.ResponseWriter, r *http.Request) {
 		}
 		er := ExportRun{RunView: runView(run), EventList: make([]json.RawMessage, 0, len(recs))}
 		for _, rec := range recs {
-			if data, err := FrameData(rec.Frame); err == nil && json.Valid(data) {
+			if data, err := thread.FrameData(rec.Frame); err == nil && json.Valid(data) {
 				er.EventList = append(er.EventList, json.RawMessage(data))
 			}
 		}
@@ -179,16 +180,12 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	owner := ""
-	if h.cfg.Identify != nil {
-		var err error
-		if owner, err = h.cfg.Identify(r); err != nil {
-			writeErr(w, r, h.log, err)
-			return
-		}
+	owner, err := h.threads.Owner(r)
+	if err == nil {
+		err = h.threads.Caller(owner)
 	}
-	if h.cfg.MultiTenant && owner == "" {
-		writeErr(w, r, h.log, problem.ErrIdentityRequired)
+	if err != nil {
+		writeErr(w, r, h.log, err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxImportBytes))
@@ -226,12 +223,12 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, b := range batches {
 		run := b.Run
-		run.ThreadID, run.Owner, run.Route, run.Epoch = threadID, owner, h.cfg.Route, recorder.NewEpoch()
+		run.ThreadID, run.Owner, run.Route, run.Epoch = threadID, owner, h.threads.Route(), recorder.NewEpoch()
 		for i := range b.Events {
 			b.Events[i].Frame, _ = sse.AppendEvent(nil, sse.Event{
 				ID: recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: b.Events[i].Seq}.String(), Data: b.Events[i].Frame})
 		}
-		if _, err := h.store.CreateRun(ctx, run); err != nil {
+		if _, err := h.store.CreateRun(ctx, run, recorder.CreateOptions{}); err != nil {
 			undo()
 			if errors.Is(err, recorder.ErrThreadNotFound) || errors.Is(err, recorder.ErrRunAlreadyStarted) || errors.Is(err, recorder.ErrThreadRoomMismatch) {
 				err = problem.ErrThreadNotEmpty // another writer got there first
@@ -318,20 +315,9 @@ func (h *Handler) serveStop(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	if run.Status != recorder.StatusRunning {
-		writeErr(w, r, h.log, problem.ErrRunNotRunning)
+	if err := h.threads.Stop(ctx, run); err != nil {
+		writeErr(w, r, h.log, err)
 		return
-	}
-	stopped := h.cfg.StopLocal != nil && h.cfg.StopLocal(th.ID, run.RunID)
-	if !stopped {
-		if h.leaser == nil {
-			writeErr(w, r, h.log, problem.ErrRunNotRunning)
-			return
-		}
-		if err := h.leaser.RequestStop(ctx, th.ID, run.RunID); err != nil {
-			writeErr(w, r, h.log, storeErr(err))
-			return
-		}
 	}
 	writeJSONStatus(w, http.StatusAccepted, map[string]any{"threadId": th.ID, "runId": run.RunID, "stopping": true})
 }

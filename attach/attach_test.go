@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
-	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // env is a demo agent with a proxy in front of it, over real sockets.
@@ -140,15 +140,15 @@ func replay(t *testing.T, evs []event) (string, string) {
 }
 
 // rawRun returns the run's recorded events as the client saw them.
-func rawRun(t *testing.T, store recorder.Store, thread, run string) []event {
+func rawRun(t *testing.T, store recorder.Store, threadID, run string) []event {
 	t.Helper()
-	recs, err := store.Events(context.Background(), thread, run, 0, 0)
+	recs, err := store.Events(context.Background(), threadID, run, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []event
 	for _, r := range recs {
-		data, err := attach.FrameData(r.Frame)
+		data, err := thread.FrameData(r.Frame)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // seedThread records a thread of n events as runs of 1,000 (a user turn, a streamed answer of
@@ -24,7 +25,7 @@ func seedThread(b *testing.B, store recorder.Store, thread string, n int) {
 	for r := 0; r*1000 < n; r++ {
 		run := recorder.Run{ThreadID: thread, RunID: fmt.Sprintf("r%d", r), ParentRunID: parent, Epoch: recorder.NewEpoch(),
 			Status: recorder.StatusRunning, Route: "default", CreatedAt: time.Now()}
-		if _, err := store.CreateRun(ctx, run); err != nil {
+		if _, err := store.CreateRun(ctx, run, recorder.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		msg := fmt.Sprintf("m%d", r)
@@ -88,7 +89,11 @@ func benchPrelude(b *testing.B, n int, checkpoints bool) {
 		store = noCheckpoints{mem}
 	}
 	seedThread(b, store, "bench", n)
-	h, err := attach.New(attach.Config{Store: store})
+	threads, err := thread.New(thread.Config{Store: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := attach.New(attach.Config{Threads: threads})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -108,7 +113,7 @@ func benchPrelude(b *testing.B, n int, checkpoints bool) {
 	}
 	// The first attach builds the missing checkpoints (the proxy does it as runs end).
 	for r := 0; r*1000 < n; r++ {
-		if err := h.Checkpoint(context.Background(), "bench", fmt.Sprintf("r%d", r)); err != nil {
+		if err := threads.Checkpoint(context.Background(), "bench", fmt.Sprintf("r%d", r)); err != nil {
 			b.Fatal(err)
 		}
 	}

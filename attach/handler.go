@@ -9,10 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agui-proxy/agui-proxy/agui"
-	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // Defaults for the zero values of Config.
@@ -22,30 +21,18 @@ const (
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultMaxImportBytes    = 64 << 20
 	DefaultRetry             = 2 * time.Second
-	DefaultLeaseGrace        = 2 * time.Second
 	DefaultFollowPoll        = time.Second
 )
 
-// Config configures a Handler. Store is required.
+// Config configures a Handler. Threads is required.
 type Config struct {
-	// Store holds the threads. Live tails need it to implement recorder.Follower; crash
-	// detection needs recorder.Leaser.
-	Store recorder.Store
+	// Threads is the thread domain the endpoints serve: store, route, identity, compaction,
+	// stopping runs. Live tails need its store to implement recorder.Follower.
+	Threads *thread.Service
 	// Logger receives structured logs. nil: discard.
 	Logger *slog.Logger
 	// Prefix is the path under which the endpoints are served. Default DefaultPrefix.
 	Prefix string
-	// Route is the route (room) of the threads served here: a thread created through another
-	// route answers 409 ThreadRoomMismatch. Default "default".
-	Route string
-	// Identify returns the caller's identity ("" for anonymous). nil: single-tenant.
-	Identify func(r *http.Request) (string, error)
-	// MultiTenant refuses anonymous callers with 401.
-	MultiTenant bool
-	// StopLocal cancels a run this process is pumping and reports whether it was found.
-	StopLocal func(threadID, runID string) bool
-	// Compact configures compaction of preludes and checkpoints.
-	Compact compact.Options
 	// HeartbeatInterval is the silence after which an SSE comment is written. Default
 	// DefaultHeartbeatInterval; negative disables.
 	HeartbeatInterval time.Duration
@@ -54,9 +41,6 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Retry is the reconnection delay hinted to EventSource clients. Default DefaultRetry.
 	Retry time.Duration
-	// LeaseGrace is how long past its lease a running run is still considered alive.
-	// Default DefaultLeaseGrace.
-	LeaseGrace time.Duration
 	// FollowPoll is how often a ?follow=1 thread attach checks for the thread's next run.
 	// Default DefaultFollowPoll.
 	FollowPoll time.Duration
@@ -90,25 +74,22 @@ func (nopMetrics) Prelude(string, time.Duration) {}
 type Handler struct {
 	cfg      Config
 	log      *slog.Logger
+	threads  *thread.Service
 	store    recorder.Store
 	follower recorder.Follower
-	leaser   recorder.Leaser
 	mux      *http.ServeMux
 }
 
 // New returns a Handler for cfg.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Store == nil {
-		return nil, errors.New("attach: Config.Store is required")
+	if cfg.Threads == nil {
+		return nil, errors.New("attach: Config.Threads is required")
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
 	if !strings.HasPrefix(cfg.Prefix, "/") || !strings.HasSuffix(cfg.Prefix, "/") {
 		return nil, fmt.Errorf("attach: Prefix %q must start and end with /", cfg.Prefix)
-	}
-	if cfg.Route == "" {
-		cfg.Route = "default"
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -122,9 +103,6 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = DefaultRetry
 	}
-	if cfg.LeaseGrace <= 0 {
-		cfg.LeaseGrace = DefaultLeaseGrace
-	}
 	if cfg.FollowPoll <= 0 {
 		cfg.FollowPoll = DefaultFollowPoll
 	}
@@ -134,9 +112,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxImportBytes <= 0 {
 		cfg.MaxImportBytes = DefaultMaxImportBytes
 	}
-	h := &Handler{cfg: cfg, log: cfg.Logger, store: cfg.Store, mux: http.NewServeMux()}
-	h.follower, _ = cfg.Store.(recorder.Follower)
-	h.leaser, _ = cfg.Store.(recorder.Leaser)
+	h := &Handler{cfg: cfg, log: cfg.Logger, threads: cfg.Threads, store: cfg.Threads.Store(), mux: http.NewServeMux()}
+	h.follower, _ = h.store.(recorder.Follower)
 	p := cfg.Prefix
 	h.mux.HandleFunc("GET "+p+"threads/{thread}/events", h.serveThreadEvents)
 	h.mux.HandleFunc("GET "+p+"threads/{thread}/runs/{run}/events", h.serveRunEvents)
@@ -171,50 +148,23 @@ func writeErr(w http.ResponseWriter, r *http.Request, log *slog.Logger, err erro
 	problem.Respond(w, r, log, err)
 }
 
-// access returns the thread if the caller may use it: it exists, belongs to the caller (a
-// foreign thread answers exactly like an unknown one) and to this route.
+// access is thread.Service.Access for the request's caller.
 func (h *Handler) access(ctx context.Context, r *http.Request, threadID string) (recorder.Thread, error) {
-	if err := agui.ValidateID("threadId", threadID); err != nil {
+	owner, err := h.threads.Owner(r)
+	if err != nil {
 		return recorder.Thread{}, err
 	}
-	owner := ""
-	if h.cfg.Identify != nil {
-		var err error
-		if owner, err = h.cfg.Identify(r); err != nil {
-			return recorder.Thread{}, err
-		}
-	}
-	if h.cfg.MultiTenant && owner == "" {
-		return recorder.Thread{}, problem.ErrIdentityRequired
-	}
-	th, err := h.store.Thread(ctx, threadID)
-	if err != nil {
-		return th, storeErr(err)
-	}
-	if th.Owner != owner {
-		return recorder.Thread{}, fmt.Errorf("%w: %q", recorder.ErrThreadNotFound, threadID)
-	}
-	if th.Route != h.cfg.Route {
-		return recorder.Thread{}, recorder.ErrThreadRoomMismatch
-	}
-	return th, nil
+	return h.threads.Access(ctx, owner, threadID)
 }
 
-// accessRun is access for the {thread} and {run} of the request's path.
+// accessRun is thread.Service.AccessRun for the request's caller and the {thread} and {run}
+// of its path.
 func (h *Handler) accessRun(ctx context.Context, r *http.Request) (recorder.Thread, recorder.Run, error) {
-	th, err := h.access(ctx, r, r.PathValue("thread"))
+	owner, err := h.threads.Owner(r)
 	if err != nil {
-		return th, recorder.Run{}, err
+		return recorder.Thread{}, recorder.Run{}, err
 	}
-	runID := r.PathValue("run")
-	if err := agui.ValidateID("runId", runID); err != nil {
-		return th, recorder.Run{}, err
-	}
-	run, err := h.store.Run(ctx, th.ID, runID)
-	if err != nil {
-		return th, run, storeErr(err)
-	}
-	return th, run, nil
+	return h.threads.AccessRun(ctx, owner, r.PathValue("thread"), r.PathValue("run"))
 }
 
 // storeErr hides every store error that is not a sentinel behind problem.ErrStoreUnavailable.

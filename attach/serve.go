@@ -43,7 +43,7 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	chain, err := h.lineage(ctx, th.ID, head.RunID)
+	chain, err := h.threads.Lineage(ctx, th.ID, head.RunID)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return
@@ -120,14 +120,14 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) prelude(ctx context.Context, run recorder.Run) ([]compact.Event, recorder.Cursor, *ephemeralSpans, error) {
 	pos := recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: run.LastSeq}
 	if run.Status != recorder.StatusRunning {
-		evs, err := h.branchEvents(ctx, run.ThreadID, run.RunID)
+		evs, err := h.threads.Branch(ctx, run.ThreadID, run.RunID)
 		return evs, pos, nil, err
 	}
-	base, err := h.branchEvents(ctx, run.ThreadID, run.ParentRunID)
+	base, err := h.threads.Branch(ctx, run.ThreadID, run.ParentRunID)
 	if err != nil {
 		return nil, pos, nil, err
 	}
-	cur, last, err := h.runEvents(ctx, run.ThreadID, run.RunID, 0, -1)
+	cur, last, err := h.threads.RunEvents(ctx, run.ThreadID, run.RunID, 0, -1)
 	if err != nil {
 		return nil, pos, nil, err
 	}
@@ -136,7 +136,7 @@ func (h *Handler) prelude(ctx context.Context, run recorder.Run) ([]compact.Even
 	for _, e := range cur {
 		spans.see(e.Type)
 	}
-	return h.compact(append(base, cur...)), pos, spans, nil
+	return h.threads.Compact(append(base, cur...)), pos, spans, nil
 }
 
 // followThread keeps a ?follow=1 stream open: each new run of the thread is streamed raw from
@@ -271,12 +271,12 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 	case !run.Complete(cursor.Seq):
 		failed, cut = "events after this id are no longer all stored (trimmed or lost)", run.LastSeq
 	}
-	base, err := h.branchEvents(ctx, th.ID, run.ParentRunID)
+	base, err := h.threads.Branch(ctx, th.ID, run.ParentRunID)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	cur, last, err := h.runEvents(ctx, th.ID, run.RunID, 0, cut)
+	cur, last, err := h.threads.RunEvents(ctx, th.ID, run.RunID, 0, cut)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return
@@ -285,7 +285,7 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 	for _, e := range cur {
 		spans.see(e.Type)
 	}
-	prelude := h.compact(append(base, cur...))
+	prelude := h.threads.Compact(append(base, cur...))
 	if len(cur) > 0 && cur[0].Type == agui.RunStarted {
 		// Start the stream with this run's RUN_STARTED: the snapshots travel in the last run.
 		for i := len(prelude) - 1; i >= 0; i-- {

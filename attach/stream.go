@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // Names of the CUSTOM events the proxy adds to attach and resume streams.
@@ -76,7 +76,7 @@ func (s *stream) record(rec recorder.Event, runID, epoch string) error {
 		s.buf = append(s.buf, rec.Frame...)
 		return nil
 	}
-	data, err := FrameData(rec.Frame)
+	data, err := thread.FrameData(rec.Frame)
 	if err != nil {
 		return nil // nothing a client could apply
 	}
@@ -176,7 +176,7 @@ type ephemeralSpans struct {
 }
 
 func (h *Handler) newSpans() *ephemeralSpans {
-	e := h.cfg.Compact.Ephemeral
+	e := h.threads.CompactOptions().Ephemeral
 	if e == nil {
 		e = compact.DefaultEphemeral
 	}
@@ -257,33 +257,13 @@ func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSe
 			if err := s.comment(); err != nil {
 				return last, err
 			}
-			h.reapIfOrphaned(ctx, run.ThreadID, run.RunID)
+			h.threads.ReapOrphan(ctx, run.ThreadID, run.RunID)
 		case errors.Is(err, io.EOF):
 			return last, io.EOF
 		default:
 			return last, err
 		}
 	}
-}
-
-// reapIfOrphaned ends a running run whose pumping replica stopped renewing its lease: it
-// appends RUN_ERROR (code INTERRUPTED) and marks it interrupted, so nobody waits forever.
-// Several replicas may race here; the store's per-seq idempotence lets only one append win.
-func (h *Handler) reapIfOrphaned(ctx context.Context, threadID, runID string) {
-	run, err := h.store.Run(ctx, threadID, runID)
-	if err != nil || run.Status != recorder.StatusRunning || run.LeaseUntil.IsZero() ||
-		time.Since(run.LeaseUntil) < h.cfg.LeaseGrace {
-		return
-	}
-	seq := run.LastSeq + 1
-	data := []byte(`{"type":"RUN_ERROR","message":"agui-proxy: the proxy serving this run stopped before it ended","code":"INTERRUPTED"}`)
-	frame, _ := sse.AppendEvent(nil, sse.Event{ID: recorder.Cursor{RunID: runID, Epoch: run.Epoch, Seq: seq}.String(), Data: data})
-	err = h.store.Append(ctx, []recorder.Batch{{Run: run, Events: []recorder.Event{{Seq: seq, Type: agui.RunError, Frame: frame}}}})
-	if err == nil {
-		err = h.store.FinishRun(ctx, threadID, runID, recorder.StatusInterrupted, "INTERRUPTED", seq)
-	}
-	h.log.LogAttrs(ctx, slog.LevelWarn, "ended a run whose replica stopped renewing its lease",
-		slog.String("thread_id", threadID), slog.String("run_id", runID), slog.String("node", run.Node), slog.Any("err", err))
 }
 
 // cursorFrom reads the client's position: the Last-Event-ID header (EventSource reconnects)

@@ -318,7 +318,7 @@ func TestOrphanedRunIsInterrupted(t *testing.T) {
 	ctx := context.Background()
 	run := recorder.Run{ThreadID: "orphan", RunID: "o-1", Epoch: recorder.NewEpoch(), Status: recorder.StatusRunning,
 		Route: proxy.DefaultRoute, CreatedAt: time.Now(), Node: "dead-node", LeaseUntil: time.Now().Add(-time.Minute)}
-	if _, err := store.CreateRun(ctx, run); err != nil {
+	if _, err := store.CreateRun(ctx, run, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	frame, _ := sse.AppendEvent(nil, sse.Event{ID: recorder.Cursor{RunID: "o-1", Epoch: run.Epoch, Seq: 1}.String(),

@@ -13,8 +13,9 @@
 //
 // # How a run flows
 //
-// The run is registered in the Store first (RunAlreadyStarted, ThreadRoomMismatch and thread
-// ownership are checked atomically there). The outbound request gets a context of its own, so
+// The run is registered in the Store first, through package thread (RunAlreadyStarted,
+// ThreadRoomMismatch, thread ownership and the ThreadBusy rule are checked atomically there,
+// in one store call). The outbound request gets a context of its own, so
 // a client that disconnects does not cancel the agent: the run's pump goroutine reads the
 // upstream stream to its end, gives every frame an id ("<runId>:<epoch>:<seq>", see
 // recorder.Cursor), records it through a recorder.Writer and publishes it to the run's
@@ -28,7 +29,9 @@
 // thread's history) are appended to its members. A run whose agent sends no RUN_STARTED gets
 // one first; a run that ends without RUN_FINISHED or RUN_ERROR gets a RUN_ERROR whose code says
 // why (UPSTREAM_ENDED, UPSTREAM_DISCONNECTED, UPSTREAM_IDLE, RUN_TIMEOUT, FRAME_TOO_LARGE,
-// INTERRUPTED, STORAGE_UNAVAILABLE), so a recorded run always ends well-formed.
+// INTERRUPTED, STORAGE_UNAVAILABLE), so a recorded run always ends well-formed. The run's end is
+// recorded in the store before its terminal event is sent to any client, so a client that saw
+// the end can start the thread's next run at once, on any replica.
 //
 // # Errors
 //

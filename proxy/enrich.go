@@ -57,15 +57,6 @@ func (r *run) synthesizedRunStarted() []byte {
 	return append(out, '}')
 }
 
-// runErrorJSON is a RUN_ERROR event the proxy appends.
-func runErrorJSON(msg, code string) []byte {
-	out := []byte(`{"type":"RUN_ERROR","message":`)
-	out = appendJSONString(out, msg)
-	out = append(out, `,"code":`...)
-	out = appendJSONString(out, code)
-	return append(out, '}')
-}
-
 // normalizedInput is the client's RunAgentInput with "messages" reduced to the messages whose
 // id is not in known (the thread's history along the run's lineage). Members keep their order
 // and bytes; "messages" is always present because the official schema requires it.

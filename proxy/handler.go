@@ -21,6 +21,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/inspector"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // Handler is the AG-UI proxy: an http.Handler that forwards every request to the upstream
@@ -34,6 +35,7 @@ type Handler struct {
 	writer   *recorder.Writer
 	rp       *httputil.ReverseProxy
 	runs     registry
+	threads  *thread.Service
 	attach   *attach.Handler
 	ui       http.Handler // the inspector page, nil when off
 	metrics  *metrics
@@ -84,19 +86,25 @@ func New(cfg Config) (*Handler, error) {
 	if h.metrics != nil {
 		am = attachMetrics{h.metrics}
 	}
-	h.attach, err = attach.New(attach.Config{
-		Metrics:           am,
-		Store:             h.store,
-		Logger:            cfg.Logger,
-		Prefix:            cfg.AttachPrefix,
-		Route:             cfg.Route,
-		Identify:          h.identity,
-		MultiTenant:       cfg.IdentityHeader != "",
-		StopLocal:         h.stopLocal,
-		Compact:           cfg.Compact,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		LeaseGrace:        cfg.LeaseInterval,
+	h.threads, err = thread.New(thread.Config{
+		Store:               h.store,
+		Logger:              cfg.Logger,
+		Route:               cfg.Route,
+		IdentityHeader:      cfg.IdentityHeader,
+		TrustedProxies:      cfg.TrustedProxies,
+		Compact:             cfg.Compact,
+		LeaseGrace:          cfg.LeaseInterval,
+		AllowConcurrentRuns: cfg.AllowConcurrentRuns,
 	})
+	if err == nil {
+		h.attach, err = attach.New(attach.Config{
+			Threads:           h.threads,
+			Metrics:           am,
+			Logger:            cfg.Logger,
+			Prefix:            cfg.AttachPrefix,
+			HeartbeatInterval: cfg.HeartbeatInterval,
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -122,19 +130,17 @@ func (h *Handler) Store() recorder.Store { return h.store }
 // context that does not end when the client leaves, and streamed back event by event; every
 // other request goes through httputil.ReverseProxy untouched.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	owner, err := h.identity(r)
+	owner, err := h.threads.Identify(r) // once per request: attach and rewrite read it back
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if h.cfg.IdentityHeader != "" {
-		if owner == "" && !h.cfg.AnonymousPassthrough {
-			// Multi-tenant: no request reaches the agent (or the history) without an identity.
-			h.fail(w, r, problem.ErrIdentityRequired)
-			return
-		}
-		r = r.WithContext(context.WithValue(r.Context(), ownerCtxKey{}, owner))
+	if h.cfg.IdentityHeader != "" && owner == "" && !h.cfg.AnonymousPassthrough {
+		// Multi-tenant: no request reaches the agent (or the history) without an identity.
+		h.fail(w, r, problem.ErrIdentityRequired)
+		return
 	}
+	r = r.WithContext(thread.WithOwner(r.Context(), owner, nil))
 	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
 		if h.ui != nil && inspector.Match(h.cfg.AttachPrefix, r.URL.Path) {
 			h.serveInspector(w, r, owner)
@@ -188,8 +194,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if h.cfg.IdentityHeader != "" && owner == "" {
-		h.fail(w, r, problem.ErrIdentityRequired)
+	if err := h.threads.Caller(owner); err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	if h.draining.Load() {
@@ -231,69 +237,38 @@ func isEventStream(h http.Header) bool {
 
 type runCtxKey struct{}
 
-// ownerCtxKey carries the caller's identity to rewrite.
-type ownerCtxKey struct{}
-
 func runFrom(ctx context.Context) *run {
 	rn, _ := ctx.Value(runCtxKey{}).(*run)
 	return rn
 }
 
-// serveRun registers the run, forwards it and streams it back.
+// serveRun registers the run, forwards it and streams it back. Before the agent is called it
+// costs two store round trips: the run's creation (every rule checked atomically there, see
+// thread.Service.StartRun) and the message ids of the branch it continues.
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunInput, owner string) {
 	ctx := r.Context()
-	// sctx bounds the store reads that decide whether the run may start (503
-	// StoreUnavailable after it; a paused store fails there). CreateRun is not bounded by it:
-	// a deadline that passes after the store created the run would leave it registered but
-	// never started, and the client's retry would get RunAlreadyStarted.
-	sctx, scancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
-	defer scancel()
-	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
-		// A client re-sending a run it already started, with the last event it saw: resume it
-		// (the agent is not called again). A run that was never recorded starts normally.
-		if _, err := h.store.Run(sctx, in.ThreadID, in.RunID); err == nil {
+	// CreateRun is not bounded by StoreTimeout: a deadline that passes after the store created
+	// the run would leave it registered but never started, and the client's retry would get
+	// RunAlreadyStarted (a paused store fails it by the store client's own timeouts). The
+	// history read after it is bounded (503 StoreUnavailable after StoreTimeout).
+	meta, err := h.threads.StartRun(ctx, recorder.Run{
+		ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID, Owner: owner,
+		Node: h.cfg.Node, LeaseUntil: time.Now().Add(3 * h.cfg.LeaseInterval),
+	})
+	if err != nil {
+		if lastID := r.Header.Get("Last-Event-ID"); lastID != "" && errors.Is(err, recorder.ErrRunAlreadyStarted) {
+			// A client re-sending a run it already started, with the last event it saw: resume
+			// it (the agent is not called again).
 			h.attach.ServeResume(w, r, in.ThreadID, in.RunID, lastID)
 			return
 		}
-	}
-	th, err := h.store.Thread(sctx, in.ThreadID)
-	switch {
-	case err == nil:
-		if th.Owner != owner {
-			h.fail(w, r, recorder.ErrThreadNotFound)
-			return
-		}
-		if th.Route != h.cfg.Route {
-			h.fail(w, r, recorder.ErrThreadRoomMismatch)
-			return
-		}
-	case !errors.Is(err, recorder.ErrThreadNotFound):
-		h.storeFailed(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
-	parent := in.ParentRunID
-	if parent == "" {
-		parent = th.LatestRunID
-	}
-	if th.LatestRunID != "" && th.LatestRunID != in.RunID && !h.cfg.AllowConcurrentRuns && h.runInProgress(sctx, in.ThreadID, th.LatestRunID) {
-		h.fail(w, r, recorder.ErrThreadBusy)
-		return
-	}
-	now := time.Now()
-	meta := recorder.Run{
-		ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: parent, Epoch: recorder.NewEpoch(),
-		Status: recorder.StatusRunning, Route: h.cfg.Route, Owner: owner, CreatedAt: now, UpdatedAt: now,
-		Node: h.cfg.Node, LeaseUntil: now.Add(3 * h.cfg.LeaseInterval),
-	}
-	if _, err := h.store.CreateRun(ctx, meta); err != nil {
-		if isStoreSentinel(err) {
-			h.fail(w, r, err)
-		} else {
-			h.storeFailed(w, r, err)
-		}
-		return
-	}
-	known, err := h.attach.MessageIDs(ctx, in.ThreadID, parent)
+	parent := meta.ParentRunID
+	sctx, scancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
+	defer scancel()
+	known, err := h.threads.MessageIDs(sctx, in.ThreadID, parent)
 	if err != nil {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "could not read the thread history; RUN_STARTED.input keeps every message",
 			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))
@@ -336,7 +311,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		// Set after hop-by-hop removal: a client naming the header in Connection cannot strip
 		// or replace the identity the agent receives.
 		pr.Out.Header.Del(name)
-		if owner, _ := pr.In.Context().Value(ownerCtxKey{}).(string); owner != "" {
+		if owner, _ := h.threads.Owner(pr.In); owner != "" {
 			pr.Out.Header.Set(name, owner)
 		}
 	}
@@ -369,6 +344,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	rn.pumping.Store(true)
+	rn.release = h.threads.Pumping(rn.meta.ThreadID, rn.meta.RunID, func() { rn.cancel(thread.ErrStopped) })
 	var clientGone <-chan struct{}
 	if in := inboundFrom(res.Request); in != nil {
 		clientGone = in.Done()
@@ -402,36 +378,6 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	problem.Respond(w, r, h.log, err)
 }
 
-func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
-	h.log.LogAttrs(r.Context(), slog.LevelError, "store unavailable", slog.Any("err", err))
-	h.fail(w, r, problem.ErrStoreUnavailable)
-}
-
-func isStoreSentinel(err error) bool {
-	return errors.Is(err, recorder.ErrRunAlreadyStarted) || errors.Is(err, recorder.ErrThreadRoomMismatch) ||
-		errors.Is(err, recorder.ErrThreadNotFound) || errors.Is(err, recorder.ErrRunNotFound) ||
-		errors.Is(err, agui.ErrInvalidID)
-}
-
-// runInProgress reports whether the run is running and its replica alive (lease not expired).
-func (h *Handler) runInProgress(ctx context.Context, threadID, runID string) bool {
-	r, err := h.store.Run(ctx, threadID, runID)
-	if err != nil || r.Status != recorder.StatusRunning {
-		return false
-	}
-	return r.LeaseUntil.IsZero() || time.Now().Before(r.LeaseUntil.Add(h.cfg.LeaseInterval))
-}
-
-// stopLocal cancels a run this process pumps; it reports whether it found it.
-func (h *Handler) stopLocal(threadID, runID string) bool {
-	rn := h.runs.get(threadID, runID)
-	if rn == nil || !rn.pumping.Load() {
-		return false
-	}
-	rn.cancel(errStopped)
-	return true
-}
-
 // renewLeases keeps the leases of this process's runs fresh, and stops the runs another
 // replica asked to stop. It runs until Shutdown.
 func (h *Handler) renewLeases() {
@@ -455,7 +401,7 @@ func (h *Handler) renewLeases() {
 				continue
 			}
 			if stop {
-				rn.cancel(errStopped)
+				rn.cancel(thread.ErrStopped)
 			}
 		}
 	}
@@ -472,7 +418,7 @@ func (h *Handler) checkpoint(meta recorder.Run) {
 	if err := h.writer.Flush(ctx); err != nil {
 		return // the store is behind; the checkpoint is rebuilt on demand later
 	}
-	if err := h.attach.Checkpoint(ctx, meta.ThreadID, meta.RunID); err != nil {
+	if err := h.threads.Checkpoint(ctx, meta.ThreadID, meta.RunID); err != nil {
 		h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint for run", slog.String("thread_id", meta.ThreadID),
 			slog.String("run_id", meta.RunID), slog.Any("err", err))
 	}

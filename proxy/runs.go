@@ -15,6 +15,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // Causes that end a run early; they become the code of the RUN_ERROR the proxy appends.
@@ -24,24 +25,28 @@ var (
 	errInterrupted  = errors.New("the proxy shut down before the run ended")
 	errStoreTooSlow = errors.New("the store did not acknowledge an event in time")
 	errRunAbandoned = errors.New("the upstream did not answer with an event stream")
-	errStopped      = errors.New("the run was stopped on request")
 )
 
-// RUN_ERROR codes the proxy uses when it has to end a run itself.
+// RUN_ERROR codes the proxy uses when it has to end a run itself (defined in package thread,
+// with the one RUN_ERROR builder).
 const (
-	CodeUpstreamEnded        = "UPSTREAM_ENDED"        // clean EOF without RUN_FINISHED/RUN_ERROR
-	CodeUpstreamDisconnected = "UPSTREAM_DISCONNECTED" // the connection broke mid-stream
-	CodeUpstreamIdle         = "UPSTREAM_IDLE"
-	CodeRunTimeout           = "RUN_TIMEOUT"
-	CodeFrameTooLarge        = "FRAME_TOO_LARGE"
-	CodeInterrupted          = "INTERRUPTED"
-	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"
-	CodeCancelled            = "CANCELLED" // POST .../stop
+	CodeUpstreamEnded        = thread.CodeUpstreamEnded
+	CodeUpstreamDisconnected = thread.CodeUpstreamDisconnected
+	CodeUpstreamIdle         = thread.CodeUpstreamIdle
+	CodeRunTimeout           = thread.CodeRunTimeout
+	CodeFrameTooLarge        = thread.CodeFrameTooLarge
+	CodeInterrupted          = thread.CodeInterrupted
+	CodeStorageUnavailable   = thread.CodeStorageUnavailable
+	CodeCancelled            = thread.CodeCancelled
 )
 
 // syncStoreTimeout bounds how long a run waits for one event to be stored in sync durability
 // mode before it is ended with STORAGE_UNAVAILABLE.
 const syncStoreTimeout = 10 * time.Second
+
+// settleTimeout bounds how long a run's terminal event waits for the store to record that the
+// run ended (see run.settle).
+const settleTimeout = 5 * time.Second
 
 // run is one live run: the pump goroutine reading the upstream body, the subscribers it feeds.
 type run struct {
@@ -58,11 +63,17 @@ type run struct {
 	cancel    context.CancelCauseFunc
 	bc        broadcast
 	done      chan struct{} // closed when the pump has finished, run recorded as ended
+	release   func()        // unregisters the run from thread.Service.Pumping (nil before)
 
 	seq      int64 // last seq assigned; pump goroutine only
 	started  bool  // RUN_STARTED sent; pump goroutine only
 	terminal string
-	final    bool // the run is being ended: record without waiting for the store
+	// status and detail are how the run ended, once it did; settled is the seq its end was
+	// recorded through (0: not yet).
+	status  recorder.RunStatus
+	detail  string
+	settled int64
+	final   bool // the run is being ended: record without waiting for the store
 	// markFrame records upstream activity for the idle watchdog (nil when it is disabled).
 	markFrame func()
 	idBuf     []byte
@@ -89,6 +100,9 @@ func (g *registry) add(r *run) {
 }
 
 func (g *registry) remove(r *run) {
+	if r.release != nil {
+		r.release()
+	}
 	g.mu.Lock()
 	delete(g.runs, runKey(r.meta.ThreadID, r.meta.RunID))
 	g.mu.Unlock()
@@ -201,13 +215,18 @@ func (r *run) pump(body io.ReadCloser) {
 			h.log.LogAttrs(r.ctx, slog.LevelWarn, "recording a frame whose data is not a JSON event",
 				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Int64("seq", r.seq+1))
 		}
-		if agui.IsTerminal(typ) {
-			r.terminal = typ
-		}
 		r.seq++
 		out := f.AppendWithID(make([]byte, 0, len(f.Raw)+len(r.meta.RunID)+32), r.cursor())
 		if err = r.record(typ, out); err != nil {
 			break
+		}
+		if agui.IsTerminal(typ) && r.terminal == "" {
+			r.terminal = typ
+			r.status = recorder.StatusFinished
+			if typ == agui.RunError {
+				r.status = recorder.StatusError
+			}
+			r.settle()
 		}
 		r.bc.publish(out, r.seq)
 	}
@@ -218,27 +237,25 @@ func (r *run) pump(body io.ReadCloser) {
 // send, and releases the subscribers.
 func (r *run) end(readErr error) {
 	h := r.h
-	status, detail := recorder.StatusFinished, ""
-	if r.terminal == agui.RunError {
-		status = recorder.StatusError
-	}
 	if r.terminal == "" {
 		code, msg := r.endCause(readErr)
-		status, detail = recorder.StatusError, code
-		if code == CodeInterrupted {
-			status = recorder.StatusInterrupted
-		}
 		r.final = true // from here on, events are published even if the store does not answer
 		if !r.started {
 			r.started = true
 			r.emitData(agui.RunStarted, r.synthesizedRunStarted())
 		}
-		r.emitData(agui.RunError, runErrorJSON(msg, code))
+		r.terminal, r.status, r.detail = agui.RunError, thread.StatusFor(code), code
+		r.emitData(agui.RunError, thread.RunError(code, msg))
 		h.log.LogAttrs(context.Background(), slog.LevelWarn, "run ended without a terminal event from the agent",
 			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 			slog.String("code", code), slog.Any("err", readErr))
 	}
-	h.writer.Finish(r.meta, status, detail, r.seq)
+	status, detail := r.status, r.detail
+	if r.settled != r.seq {
+		// Frames after the terminal event (or a settle that never happened): record the end
+		// again so the run's last seq is right.
+		h.writer.Finish(r.meta, status, detail, r.seq)
+	}
 	outcome := string(status)
 	if detail != "" {
 		outcome = detail
@@ -260,9 +277,7 @@ func (r *run) endCause(readErr error) (code, msg string) {
 		return CodeRunTimeout, "agui-proxy: " + cause.Error()
 	case errors.Is(cause, errInterrupted):
 		return CodeInterrupted, "agui-proxy: " + cause.Error()
-	case errors.Is(cause, errStopped):
-		return CodeCancelled, "agui-proxy: " + cause.Error()
-	case errors.Is(cause, errStopped):
+	case errors.Is(cause, thread.ErrStopped):
 		return CodeCancelled, "agui-proxy: " + cause.Error()
 	case errors.Is(cause, errStoreTooSlow):
 		return CodeStorageUnavailable, "agui-proxy: " + cause.Error()
@@ -287,8 +302,30 @@ func (r *run) emitData(typ string, data []byte) error {
 	if err := r.record(typ, out); err != nil {
 		return err
 	}
+	if typ == r.terminal {
+		r.settle()
+	}
 	r.bc.publish(out, r.seq)
 	return nil
+}
+
+// settle records that the run ended (r.status, r.detail, through r.seq) before its terminal
+// event is published: the busy rule of the next run on the thread reads that status, so a
+// client that saw the terminal event can start the next run at once, on any replica. It waits
+// for the writer to store the run's events and status, at most settleTimeout; a run being
+// ended because the store is failing does not wait.
+func (r *run) settle() {
+	r.settled = r.seq
+	if r.detail == CodeStorageUnavailable {
+		r.h.writer.Finish(r.meta, r.status, r.detail, r.seq)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := r.h.writer.FinishSync(ctx, r.meta, r.status, r.detail, r.seq); err != nil {
+		r.h.log.LogAttrs(ctx, slog.LevelWarn, "the store did not record the run's end before its terminal event was sent",
+			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Any("err", err))
+	}
 }
 
 // cursor formats the id of the event r.seq without allocating: the returned string aliases a

@@ -10,6 +10,9 @@
 --         keys are formed exactly as recorder.key forms them: base .. kind .. ':' .. runId)
 -- ARGV[9] node pumping the run ('' for none)   ARGV[10] its lease expiry ms (0 for none)
 -- ARGV[11] title ('' for none): stored as the thread's title when it has none yet
+-- ARGV[12] exclusive (1: refuse while the latest run is running and alive)
+-- ARGV[13] lease grace ms   ARGV[14] continue latest (1: a run without parent continues the
+--          thread's latest run)
 --
 -- Owner and route are written together with the first run (HSETNX semantics: the script is
 -- atomic, so of two concurrent first POSTs by different identities only one can win).
@@ -18,6 +21,8 @@
 --   ROOMMISMATCH  the thread was created through another route
 --   RUNEXISTS     the run id is already recorded in the thread
 --   NORUN         parentRunId is not a run of this thread
+--   BUSY          exclusive, and the thread's latest run is running with a live lease (no
+--                 lease, or one that expired less than the grace ago)
 -- Returns {} for a new thread, else {owner, route, createdMs, latestRunId, runCount} as they
 -- were before this run.
 local prev = redis.call('HMGET', KEYS[1], 'owner', 'route', 'created')
@@ -37,13 +42,26 @@ if ARGV[2] ~= '' and (not exists or redis.call('EXISTS', KEYS[4]) == 0) then
   return redis.error_reply('NORUN parent run not in thread')
 end
 local result = {}
+local parent = ARGV[2]
 if exists then
   local latest = redis.call('LINDEX', KEYS[2], -1) or ''
+  if latest ~= '' then
+    if ARGV[12] == '1' then
+      local st = redis.call('HMGET', ARGV[8] .. 'run:' .. latest, 'status', 'lease')
+      local lease = tonumber(st[2] or '0') or 0
+      if st[1] == 'running' and (lease == 0 or tonumber(ARGV[6]) < lease + tonumber(ARGV[13])) then
+        return redis.error_reply('BUSY thread has a run in progress')
+      end
+    end
+    if parent == '' and ARGV[14] == '1' then
+      parent = latest
+    end
+  end
   result = {prev[1], prev[2], prev[3] or '0', latest, redis.call('LLEN', KEYS[2])}
 else
   redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'route', ARGV[5], 'created', ARGV[6])
 end
-redis.call('HSET', KEYS[3], 'epoch', ARGV[3], 'parent', ARGV[2], 'status', 'running',
+redis.call('HSET', KEYS[3], 'epoch', ARGV[3], 'parent', parent, 'status', 'running',
   'detail', '', 'route', ARGV[5], 'owner', ARGV[4], 'created', ARGV[6], 'updated', ARGV[6],
   'last', 0, 'gaps', '', 'node', ARGV[9], 'lease', ARGV[10])
 redis.call('RPUSH', KEYS[2], ARGV[1])

@@ -15,7 +15,7 @@ func Example() {
 	defer w.Shutdown(ctx)
 
 	run := recorder.Run{ThreadID: "thread-1", RunID: "run-1", Epoch: "abcdefgh", Owner: "alice", Route: "/agent"}
-	if _, err := store.CreateRun(ctx, run); err != nil {
+	if _, err := store.CreateRun(ctx, run, recorder.CreateOptions{}); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -43,7 +43,7 @@ func ExampleMemoryStore_Follow() {
 	ctx := context.Background()
 	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
 	run := recorder.Run{ThreadID: "thread-1", RunID: "run-1", Epoch: "abcdefgh"}
-	store.CreateRun(ctx, run)
+	store.CreateRun(ctx, run, recorder.CreateOptions{})
 	appendEvent := func(seq int64, typ string) {
 		frame := fmt.Appendf(nil, "data: {\"type\":%q}\n\n", typ)
 		store.Append(ctx, []recorder.Batch{{Run: run, Events: []recorder.Event{{Seq: seq, Type: typ, Frame: frame}}}})

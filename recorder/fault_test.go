@@ -28,7 +28,7 @@ func TestFaultRedisHung(t *testing.T) {
 	rs := make([]recorder.Run, runs)
 	for i := range rs {
 		rs[i] = testRun(fmt.Sprintf("t%d", i%3), fmt.Sprintf("r%d", i))
-		if _, err := store.CreateRun(t.Context(), rs[i]); err != nil {
+		if _, err := store.CreateRun(t.Context(), rs[i], recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +92,7 @@ func TestFaultRedisRestartEmpty(t *testing.T) {
 	w := newTestWriter(t, store, recorder.WriterConfig{RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
 	rs := []recorder.Run{testRun("t1", "a"), testRun("t1", "b"), testRun("t2", "c")}
 	for _, r := range rs {
-		if _, err := store.CreateRun(t.Context(), r); err != nil {
+		if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		for seq := int64(1); seq <= 10; seq++ {
@@ -133,7 +133,7 @@ func TestFaultRedisRestartEmpty(t *testing.T) {
 	}
 	// New runs work on the restarted server (scripts reloaded after NOSCRIPT).
 	n := testRun("t3", "new")
-	if _, err := store.CreateRun(t.Context(), n); err != nil {
+	if _, err := store.CreateRun(t.Context(), n, recorder.CreateOptions{}); err != nil {
 		t.Fatalf("CreateRun after the restart = %v", err)
 	}
 	for seq := int64(1); seq <= 5; seq++ {
@@ -154,7 +154,7 @@ func TestFaultRestartWithAOF(t *testing.T) {
 	store := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "aof"})
 	w := newTestWriter(t, store, recorder.WriterConfig{Durability: recorder.DurabilitySync, RetryMin: 20 * time.Millisecond})
 	r := testRun("t", "r")
-	if _, err := store.CreateRun(t.Context(), r); err != nil {
+	if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for seq := int64(1); seq <= 20; seq++ {
@@ -171,8 +171,8 @@ func TestFaultRestartWithAOF(t *testing.T) {
 	}
 }
 
-// TestFaultDuplicateXADDHazard pins the hazard the store is built around (reliability notes
-// §0 item 2): go-redis re-sends a plain XADD * whose reply was lost, and the stream ends up
+// TestFaultDuplicateXADDHazard pins the hazard the store is built around (docs/design.md
+// F10, F11): go-redis re-sends a plain XADD * whose reply was lost, and the stream ends up
 // with two entries although the caller saw one success.
 func TestFaultDuplicateXADDHazard(t *testing.T) {
 	srv := redistest.Start(t)
@@ -198,7 +198,7 @@ func TestFaultDropNextReply(t *testing.T) {
 	proxy := redistest.NewFaultProxy(t, srv.Addr())
 	store := newRedisStore(t, recorder.RedisConfig{URL: proxy.URL(), Prefix: "drop"})
 	r := testRun("t", "r")
-	if _, err := store.CreateRun(t.Context(), r); err != nil {
+	if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -247,7 +247,7 @@ func TestFaultOverflow(t *testing.T) {
 	var logs logBuffer
 	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 50, MaxBatchEvents: 8, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, Logger: logs.logger()})
 	r := testRun("t", "r")
-	if _, err := store.CreateRun(t.Context(), r); err != nil {
+	if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Stop()

@@ -28,7 +28,7 @@ func BenchmarkMemoryFollowLatency(b *testing.B) {
 func benchFollowLatency(b *testing.B, writer recorder.Store, reader recorder.Follower) {
 	ctx := context.Background()
 	r := followRun("t1", "r1")
-	if _, err := writer.CreateRun(ctx, r); err != nil {
+	if _, err := writer.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	sub, err := reader.Follow(ctx, "t1", "r1", 0)

@@ -184,7 +184,7 @@ func validateIDs(threadID string, runID *string) error {
 }
 
 // CreateRun implements Store.
-func (m *MemoryStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
+func (m *MemoryStore) CreateRun(ctx context.Context, run Run, opts CreateOptions) (Thread, error) {
 	if err := validateRun(run); err != nil {
 		return Thread{}, err
 	}
@@ -210,6 +210,15 @@ func (m *MemoryStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 	}
 	if run.ParentRunID != "" && (t == nil || t.byID[run.ParentRunID] == nil) {
 		return Thread{}, fmt.Errorf("parent run %q in thread %q: %w", run.ParentRunID, run.ThreadID, ErrRunNotFound)
+	}
+	if t != nil && len(t.runs) > 0 {
+		latest := t.runs[len(t.runs)-1].run
+		if opts.Exclusive && opts.Busy(latest, now) {
+			return Thread{}, fmt.Errorf("thread %q, run %q: %w", run.ThreadID, latest.RunID, ErrThreadBusy)
+		}
+		if run.ParentRunID == "" && opts.ContinueLatest {
+			run.ParentRunID = latest.RunID
+		}
 	}
 	if t == nil {
 		t = &memThread{owner: run.Owner, route: run.Route, created: now, byID: map[string]*memRun{}}

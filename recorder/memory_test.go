@@ -27,7 +27,7 @@ func TestMemoryStoreTTL(t *testing.T) {
 	s := recorder.NewMemoryStore(recorder.MemoryConfig{TTL: time.Hour, Now: clock.Now})
 	ctx := t.Context()
 	r := recorder.Run{ThreadID: "t1", RunID: "r1", Epoch: recorder.NewEpoch()}
-	if _, err := s.CreateRun(ctx, r); err != nil {
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	clock.now = clock.now.Add(50 * time.Minute)
@@ -49,8 +49,8 @@ func TestMemoryStoreTTL(t *testing.T) {
 	}
 	// The expired id is free again, for anyone.
 	r2 := recorder.Run{ThreadID: "t1", RunID: "r1", Epoch: recorder.NewEpoch(), Owner: "bob"}
-	if _, err := s.CreateRun(ctx, r2); err != nil {
-		t.Errorf("CreateRun(t1/r1) after expiry = %v, want nil", err)
+	if _, err := s.CreateRun(ctx, r2, recorder.CreateOptions{}); err != nil {
+		t.Errorf("CreateRun(t1/r1, recorder.CreateOptions{}) after expiry = %v, want nil", err)
 	}
 }
 
@@ -60,12 +60,12 @@ func TestMemoryStoreSweep(t *testing.T) {
 	s := recorder.NewMemoryStore(recorder.MemoryConfig{TTL: time.Minute, Now: clock.Now})
 	ctx := t.Context()
 	for _, id := range []string{"a", "b", "c"} {
-		if _, err := s.CreateRun(ctx, recorder.Run{ThreadID: id, RunID: "r", Epoch: recorder.NewEpoch()}); err != nil {
+		if _, err := s.CreateRun(ctx, recorder.Run{ThreadID: id, RunID: "r", Epoch: recorder.NewEpoch()}, recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clock.now = clock.now.Add(2 * time.Minute)
-	if _, err := s.CreateRun(ctx, recorder.Run{ThreadID: "d", RunID: "r", Epoch: recorder.NewEpoch()}); err != nil {
+	if _, err := s.CreateRun(ctx, recorder.Run{ThreadID: "d", RunID: "r", Epoch: recorder.NewEpoch()}, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := recorder.MemoryThreadCount(s); n != 1 {

@@ -252,7 +252,7 @@ func (s *RedisStore) check() error {
 func (s *RedisStore) nowMs() int64 { return s.nowFunc().UnixMilli() }
 
 // CreateRun implements Store.
-func (s *RedisStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
+func (s *RedisStore) CreateRun(ctx context.Context, run Run, opts CreateOptions) (Thread, error) {
 	if err := validateRun(run); err != nil {
 		return Thread{}, err
 	}
@@ -272,7 +272,8 @@ func (s *RedisStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 	now := s.nowMs()
 	keys := []string{k.thread, k.runs, k.run, parentKey}
 	args := []any{run.RunID, run.ParentRunID, run.Epoch, run.Owner, run.Route, now, s.ttlMs, k.base,
-		run.Node, leaseMs(run.LeaseUntil), cleanTitle(run.Title)}
+		run.Node, leaseMs(run.LeaseUntil), cleanTitle(run.Title),
+		flag(opts.Exclusive), opts.LeaseGrace.Milliseconds(), flag(opts.ContinueLatest)}
 	var cmd *redis.Cmd
 	answered, err := s.co.do(ctx, func(p redis.Pipeliner) {
 		cmd = createRunScript.EvalSha(ctx, p, keys, args...)
@@ -307,6 +308,13 @@ func (s *RedisStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 		th.RunCount = int(n)
 	}
 	return th, nil
+}
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func str(v any) string {

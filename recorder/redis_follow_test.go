@@ -84,7 +84,7 @@ func TestRedisFollowAnotherReplica(t *testing.T) {
 	b := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: prefix})
 	ctx := t.Context()
 	r := followRun("t1", "r1")
-	if _, err := a.CreateRun(ctx, r); err != nil {
+	if _, err := a.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	early, err := b.Follow(ctx, "t1", "r1", 0)
@@ -130,7 +130,7 @@ func TestRedisFollowFrozen(t *testing.T) {
 	var logs syncLog
 	b := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: prefix, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	r := followRun("t1", "r1")
-	if _, err := a.CreateRun(t.Context(), r); err != nil {
+	if _, err := a.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sub, err := b.Follow(t.Context(), "t1", "r1", 0)
@@ -219,7 +219,7 @@ func TestRedisFollowRestartEmpty(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix()})
 	r := followRun("t1", "r1")
-	if _, err := s.CreateRun(t.Context(), r); err != nil {
+	if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Append(t.Context(), []recorder.Batch{{Run: r, Events: followEvents(r, 1, 5)}}); err != nil {
@@ -243,7 +243,7 @@ func TestRedisFollowStreamLost(t *testing.T) {
 	prefix := uniquePrefix()
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: prefix})
 	r := followRun("t1", "r1")
-	if _, err := s.CreateRun(t.Context(), r); err != nil {
+	if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Append(t.Context(), []recorder.Batch{{Run: r, Events: followEvents(r, 1, 5)}}); err != nil {
@@ -283,7 +283,7 @@ func TestRedisFollowTrimmedUnread(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix(), MaxEventsPerRun: 10})
 	r := followRun("t1", "r1")
-	if _, err := s.CreateRun(t.Context(), r); err != nil {
+	if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sub, err := s.Follow(t.Context(), "t1", "r1", 0)
@@ -311,7 +311,7 @@ func TestRedisFollowManyFollowers(t *testing.T) {
 	subs := make([]recorder.Subscription, 0, runs*perRun)
 	for i := range rs {
 		rs[i] = followRun(fmt.Sprintf("t%d", i%10), fmt.Sprintf("r%d", i))
-		if _, err := s.CreateRun(ctx, rs[i]); err != nil {
+		if _, err := s.CreateRun(ctx, rs[i], recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		for range perRun {
@@ -376,7 +376,7 @@ func TestRedisFollowNoGoroutineLeak(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := followRun("t1", "r1")
-		if _, err := s.CreateRun(t.Context(), r); err != nil {
+		if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		sub, err := s.Follow(t.Context(), "t1", "r1", 0)

@@ -56,7 +56,7 @@ func TestRedisKeyLayout(t *testing.T) {
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "app:v1"})
 	ctx := t.Context()
 	r := recorder.Run{ThreadID: "th:1", RunID: "run:1", Epoch: recorder.NewEpoch()}
-	if _, err := s.CreateRun(ctx, r); err != nil {
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: 1, Type: "A", Frame: []byte("x")}}}}); err != nil {
@@ -97,7 +97,7 @@ func TestRedisHostileIDsReachNoKey(t *testing.T) {
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "h"})
 	before, _ := c.Info(t.Context(), "commandstats").Result()
 	for _, id := range recordertest.HostileIDs {
-		s.CreateRun(t.Context(), recorder.Run{ThreadID: id, RunID: "r", Epoch: recorder.NewEpoch()})
+		s.CreateRun(t.Context(), recorder.Run{ThreadID: id, RunID: "r", Epoch: recorder.NewEpoch()}, recorder.CreateOptions{})
 		s.Append(t.Context(), []recorder.Batch{{Run: recorder.Run{ThreadID: "t", RunID: id, Epoch: recorder.NewEpoch()}}})
 		s.Events(t.Context(), id, "r", 0, 0)
 	}
@@ -151,7 +151,7 @@ func TestRedisTTL(t *testing.T) {
 	ctx := t.Context()
 	for i := range 3 {
 		r := recorder.Run{ThreadID: "t", RunID: fmt.Sprintf("r%d", i), Epoch: recorder.NewEpoch()}
-		if _, err := s.CreateRun(ctx, r); err != nil {
+		if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: 1, Frame: []byte("x")}}}}); err != nil {
@@ -188,7 +188,7 @@ func TestRedisLostStream(t *testing.T) {
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "ls"})
 	ctx := t.Context()
 	r := recorder.Run{ThreadID: "t", RunID: "r", Epoch: recorder.NewEpoch()}
-	if _, err := s.CreateRun(ctx, r); err != nil {
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	evs := []recorder.Event{{Seq: 1, Frame: []byte("a")}, {Seq: 2, Frame: []byte("b")}}
@@ -255,7 +255,7 @@ func TestRedisNoScriptRecovery(t *testing.T) {
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "ns"})
 	ctx := t.Context()
 	r := recorder.Run{ThreadID: "t", RunID: "r", Epoch: recorder.NewEpoch()}
-	if _, err := s.CreateRun(ctx, r); err != nil {
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for seq := int64(1); seq <= 3; seq++ {
@@ -282,7 +282,7 @@ func TestRedisSeparatePools(t *testing.T) {
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "pool"})
 	ctx := t.Context()
 	r := recorder.Run{ThreadID: "t", RunID: "r", Epoch: recorder.NewEpoch()}
-	if _, err := s.CreateRun(ctx, r); err != nil {
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	uses := func(p *redis.PoolStats) uint32 {

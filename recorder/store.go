@@ -124,15 +124,36 @@ type Batch struct {
 	Events []Event
 }
 
+// CreateOptions are the rules Store.CreateRun applies atomically with the creation, so that
+// two concurrent starts on one thread cannot both pass them.
+type CreateOptions struct {
+	// Exclusive refuses the run with ErrThreadBusy while the thread's latest run is running
+	// and alive: no lease, or a lease that expired less than LeaseGrace ago.
+	Exclusive bool
+	// LeaseGrace is how long past its lease a running run still counts as alive.
+	LeaseGrace time.Duration
+	// ContinueLatest makes a run without ParentRunID the child of the thread's latest run
+	// (the returned Thread's LatestRunID); without it such a run is a root.
+	ContinueLatest bool
+}
+
+// Busy reports whether run, the latest of its thread, keeps a new run out under
+// CreateOptions.Exclusive at now.
+func (o CreateOptions) Busy(run Run, now time.Time) bool {
+	return run.Status == StatusRunning && (run.LeaseUntil.IsZero() || now.Before(run.LeaseUntil.Add(o.LeaseGrace)))
+}
+
 // Store persists threads, runs and events. Implementations must pass the contract suite in
 // package recordertest. All methods are safe for concurrent use.
 type Store interface {
 	// CreateRun atomically registers run (status running) on its thread, creating the thread
-	// with run.Owner and run.Route if it does not exist. It returns the thread as it was before
-	// (zero Thread when new), so the caller learns the previous latest run.
-	// Errors: ErrRunAlreadyStarted, ErrThreadRoomMismatch, ErrThreadNotFound (thread owned by
-	// another identity), ErrRunNotFound (ParentRunID is not a run of this thread).
-	CreateRun(ctx context.Context, run Run) (Thread, error)
+	// with run.Owner and run.Route if it does not exist, and applying opts in the same step.
+	// It returns the thread as it was before (zero Thread when new), so the caller learns the
+	// previous latest run (the parent, with opts.ContinueLatest).
+	// Errors, in this order: ErrThreadNotFound (thread owned by another identity),
+	// ErrThreadRoomMismatch, ErrRunAlreadyStarted, ErrRunNotFound (ParentRunID is not a run of
+	// this thread), ErrThreadBusy (opts.Exclusive).
+	CreateRun(ctx context.Context, run Run, opts CreateOptions) (Thread, error)
 	// DeleteRun removes a run that never produced a stream (the upstream refused it), so that
 	// its id can be used again. A thread left without runs is removed as well.
 	DeleteRun(ctx context.Context, threadID, runID string) error

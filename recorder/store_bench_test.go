@@ -41,7 +41,7 @@ func BenchmarkAppend(b *testing.B) {
 				s := benchStores(b)[kind](b)
 				r := testRun("t", "r")
 				ctx := context.Background()
-				if _, err := s.CreateRun(ctx, r); err != nil {
+				if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 					b.Fatal(err)
 				}
 				evs := make([]recorder.Event, size)
@@ -70,7 +70,7 @@ func BenchmarkEvents(b *testing.B) {
 			s := benchStores(b)[kind](b)
 			r := testRun("t", "r")
 			ctx := context.Background()
-			if _, err := s.CreateRun(ctx, r); err != nil {
+			if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			for from := int64(1); from <= 10000; from += 500 {

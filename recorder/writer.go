@@ -355,17 +355,34 @@ func (w *Writer) wait(ctx context.Context, pos uint64) error {
 // run's last event; a missing tail becomes a Gap. Finish never drops and never blocks (it
 // does not count against MaxBufferedEvents); after Shutdown it is ignored.
 func (w *Writer) Finish(run Run, status RunStatus, detail string, lastSeq int64) {
+	w.finish(run, status, detail, lastSeq)
+}
+
+// FinishSync is Finish that waits until the status, and every event queued for the run before
+// it, is stored, or ctx ends (it then returns ctx's error; the status is still written
+// later). A caller that holds a run's terminal event back until FinishSync returns lets any
+// replica accept the thread's next run as soon as a client has seen that event.
+func (w *Writer) FinishSync(ctx context.Context, run Run, status RunStatus, detail string, lastSeq int64) error {
+	pos, ok := w.finish(run, status, detail, lastSeq)
+	if !ok {
+		return ErrClosed
+	}
+	return w.wait(ctx, pos)
+}
+
+func (w *Writer) finish(run Run, status RunStatus, detail string, lastSeq int64) (uint64, bool) {
 	if validItem(run) != nil {
-		return
+		return 0, false
 	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return
+		return 0, false
 	}
-	w.enqueue(item{run: run, finish: &finishOp{status, detail, lastSeq}})
+	pos, ok := w.enqueue(item{run: run, finish: &finishOp{status, detail, lastSeq}})
 	w.mu.Unlock()
 	w.signal()
+	return pos, ok
 }
 
 // Flush waits until everything queued before the call is stored, or ctx ends.

@@ -24,7 +24,7 @@ func BenchmarkWriter(b *testing.B) {
 				frames := make([][]byte, runs)
 				for i := range rs {
 					rs[i] = testRun(fmt.Sprintf("t%d", i%10), fmt.Sprintf("r%d", i))
-					if _, err := s.CreateRun(context.Background(), rs[i]); err != nil {
+					if _, err := s.CreateRun(context.Background(), rs[i], recorder.CreateOptions{}); err != nil {
 						b.Fatal(err)
 					}
 					frames[i] = frame200(rs[i], 1)

@@ -108,7 +108,7 @@ func TestWriterAppendFlush(t *testing.T) {
 	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 64})
 	runs := []recorder.Run{testRun("t1", "a"), testRun("t1", "b"), testRun("t2", "c")}
 	for _, r := range runs {
-		if _, err := store.CreateRun(t.Context(), r); err != nil {
+		if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,7 +156,7 @@ func TestWriterRetriesInOrder(t *testing.T) {
 	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
 	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 16})
 	r := testRun("t", "r")
-	if _, err := store.CreateRun(t.Context(), r); err != nil {
+	if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	store.setFailing(true)
@@ -202,7 +202,7 @@ func TestWriterOverflow(t *testing.T) {
 	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 10, MaxBatchEvents: 4, Logger: logs.logger(),
 		FullWait: 20 * time.Millisecond})
 	r := testRun("t", "r")
-	if _, err := store.Store.CreateRun(t.Context(), r); err != nil {
+	if _, err := store.Store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var dropped []int64

@@ -181,16 +181,16 @@ func testIndexIsolation(t *testing.T, s recorder.Store) {
 	// Refused runs leave no trace in the index of the one who tried.
 	m := newRun("a1", "r9")
 	m.Owner = "mallory"
-	if _, err := s.CreateRun(t.Context(), m); !errors.Is(err, recorder.ErrThreadNotFound) {
+	if _, err := s.CreateRun(t.Context(), m, recorder.CreateOptions{}); !errors.Is(err, recorder.ErrThreadNotFound) {
 		t.Fatalf("CreateRun(a1) by mallory = %v, want ErrThreadNotFound", err)
 	}
 	m = newRun("o1", "r9")
-	if _, err := s.CreateRun(t.Context(), m); !errors.Is(err, recorder.ErrThreadRoomMismatch) {
+	if _, err := s.CreateRun(t.Context(), m, recorder.CreateOptions{}); !errors.Is(err, recorder.ErrThreadRoomMismatch) {
 		t.Fatalf("CreateRun(o1) via /agent = %v, want ErrThreadRoomMismatch", err)
 	}
 	p := newRun("ghost", "r1")
 	p.ParentRunID = "nope"
-	if _, err := s.CreateRun(t.Context(), p); !errors.Is(err, recorder.ErrRunNotFound) {
+	if _, err := s.CreateRun(t.Context(), p, recorder.CreateOptions{}); !errors.Is(err, recorder.ErrRunNotFound) {
 		t.Fatalf("CreateRun(ghost, parent nope) = %v, want ErrRunNotFound", err)
 	}
 	tests := []struct {
@@ -389,7 +389,7 @@ func testIndexRacingRuns(t *testing.T, s recorder.Store) {
 			defer wg.Done()
 			for n := range jobs {
 				r := newRun(fmt.Sprintf("t%02d", n%threads), fmt.Sprintf("r%03d", n))
-				if _, err := s.CreateRun(ctx, r); err != nil {
+				if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 					errs <- err
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/recorder"
@@ -35,6 +36,9 @@ func Run(t *testing.T, newStore func(t *testing.T) recorder.Store) {
 		{"RouteMismatch", testRouteMismatch},
 		{"Parent", testParent},
 		{"ConcurrentFirstRuns", testConcurrentFirstRuns},
+		{"BusyRule", testBusyRule},
+		{"BusyRuleConcurrentStarts", testBusyRuleConcurrentStarts},
+		{"ContinueLatest", testContinueLatest},
 		{"AppendAndEvents", testAppendAndEvents},
 		{"AppendIdempotent", testAppendIdempotent},
 		{"AppendSeveralBatches", testAppendSeveralBatches},
@@ -75,7 +79,7 @@ func newRun(thread, run string) recorder.Run {
 
 func mustCreate(t *testing.T, s recorder.Store, r recorder.Run) recorder.Thread {
 	t.Helper()
-	th, err := s.CreateRun(t.Context(), r)
+	th, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{})
 	if err != nil {
 		t.Fatalf("CreateRun(%s/%s) = %v, want nil", r.ThreadID, r.RunID, err)
 	}
@@ -179,11 +183,11 @@ func testCreateRunReturnsPrevious(t *testing.T, s recorder.Store) {
 	mustCreate(t, s, newRun("t1", "r1"))
 	prev := mustCreate(t, s, newRun("t1", "r2"))
 	if prev.ID != "t1" || prev.LatestRunID != "r1" || prev.RunCount != 1 || prev.Owner != "alice" || prev.Route != "/agent" || prev.CreatedAt.IsZero() {
-		t.Errorf("CreateRun(t1/r2) = %+v, want the thread before: latest r1, 1 run", prev)
+		t.Errorf("CreateRun(t1/r2, recorder.CreateOptions{}) = %+v, want the thread before: latest r1, 1 run", prev)
 	}
 	prev = mustCreate(t, s, newRun("t1", "r3"))
 	if prev.LatestRunID != "r2" || prev.RunCount != 2 {
-		t.Errorf("CreateRun(t1/r3) = %+v, want latest r2, 2 runs", prev)
+		t.Errorf("CreateRun(t1/r3, recorder.CreateOptions{}) = %+v, want latest r2, 2 runs", prev)
 	}
 }
 
@@ -192,8 +196,8 @@ func testDuplicateRun(t *testing.T, s recorder.Store) {
 	mustCreate(t, s, r)
 	mustAppend(t, s, recorder.Batch{Run: r, Events: events(r, 1, 3)})
 	again := newRun("t1", "r1")
-	if _, err := s.CreateRun(t.Context(), again); !errors.Is(err, recorder.ErrRunAlreadyStarted) {
-		t.Errorf("CreateRun(t1/r1) again = %v, want ErrRunAlreadyStarted", err)
+	if _, err := s.CreateRun(t.Context(), again, recorder.CreateOptions{}); !errors.Is(err, recorder.ErrRunAlreadyStarted) {
+		t.Errorf("CreateRun(t1/r1, recorder.CreateOptions{}) again = %v, want ErrRunAlreadyStarted", err)
 	}
 	if got := mustRun(t, s, "t1", "r1"); got.Epoch != r.Epoch || got.LastSeq != 3 {
 		t.Errorf("Run(t1/r1) after the refused duplicate = epoch %s last %d, want %s, 3 (unchanged)", got.Epoch, got.LastSeq, r.Epoch)
@@ -205,15 +209,15 @@ func testOwnerMismatch(t *testing.T, s recorder.Store) {
 	for _, owner := range []string{"mallory", "", "Alice", "alice "} {
 		r := newRun("t1", "r2")
 		r.Owner = owner
-		if _, err := s.CreateRun(t.Context(), r); !errors.Is(err, recorder.ErrThreadNotFound) {
-			t.Errorf("CreateRun(t1/r2) by %q = %v, want ErrThreadNotFound", owner, err)
+		if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{}); !errors.Is(err, recorder.ErrThreadNotFound) {
+			t.Errorf("CreateRun(t1/r2, recorder.CreateOptions{}) by %q = %v, want ErrThreadNotFound", owner, err)
 		}
 	}
 	// Even a reused run id answers as for an unknown thread: no hint that the run exists.
 	r := newRun("t1", "r1")
 	r.Owner = "mallory"
-	if _, err := s.CreateRun(t.Context(), r); !errors.Is(err, recorder.ErrThreadNotFound) {
-		t.Errorf("CreateRun(t1/r1) by mallory = %v, want ErrThreadNotFound", err)
+	if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{}); !errors.Is(err, recorder.ErrThreadNotFound) {
+		t.Errorf("CreateRun(t1/r1, recorder.CreateOptions{}) by mallory = %v, want ErrThreadNotFound", err)
 	}
 	if th, _ := s.Thread(t.Context(), "t1"); th.RunCount != 1 {
 		t.Errorf("Thread(t1).RunCount = %d after refused runs, want 1", th.RunCount)
@@ -224,8 +228,8 @@ func testRouteMismatch(t *testing.T, s recorder.Store) {
 	mustCreate(t, s, newRun("t1", "r1"))
 	r := newRun("t1", "r2")
 	r.Route = "/other"
-	if _, err := s.CreateRun(t.Context(), r); !errors.Is(err, recorder.ErrThreadRoomMismatch) {
-		t.Errorf("CreateRun(t1/r2) via /other = %v, want ErrThreadRoomMismatch", err)
+	if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{}); !errors.Is(err, recorder.ErrThreadRoomMismatch) {
+		t.Errorf("CreateRun(t1/r2, recorder.CreateOptions{}) via /other = %v, want ErrThreadRoomMismatch", err)
 	}
 	if _, err := s.Run(t.Context(), "t1", "r2"); !errors.Is(err, recorder.ErrRunNotFound) {
 		t.Errorf("Run(t1/r2) after the refused route = %v, want ErrRunNotFound", err)
@@ -248,9 +252,9 @@ func testParent(t *testing.T, s recorder.Store) {
 	for _, tc := range tests {
 		r := newRun(tc.thread, tc.run)
 		r.ParentRunID = tc.parent
-		_, err := s.CreateRun(t.Context(), r)
+		_, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{})
 		if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
-			t.Errorf("%s: CreateRun(%s/%s, parent %s) = %v, want %v", tc.name, tc.thread, tc.run, tc.parent, err, tc.want)
+			t.Errorf("%s: CreateRun(%s/%s, parent %s, recorder.CreateOptions{}) = %v, want %v", tc.name, tc.thread, tc.run, tc.parent, err, tc.want)
 		}
 	}
 	if _, err := s.Thread(t.Context(), "t3"); !errors.Is(err, recorder.ErrThreadNotFound) {
@@ -271,7 +275,7 @@ func testConcurrentFirstRuns(t *testing.T, s recorder.Store) {
 		wg.Go(func() {
 			r := newRun("contested", fmt.Sprintf("r%d", i))
 			r.Owner = fmt.Sprintf("user%d", i)
-			_, errs[i] = s.CreateRun(context.Background(), r)
+			_, errs[i] = s.CreateRun(context.Background(), r, recorder.CreateOptions{})
 		})
 	}
 	wg.Wait()
@@ -287,6 +291,133 @@ func testConcurrentFirstRuns(t *testing.T, s recorder.Store) {
 	if won != 1 {
 		t.Errorf("%d identities created the contested thread, want exactly 1", won)
 	}
+}
+
+// exclusive is the busy rule as the proxy applies it.
+var exclusive = recorder.CreateOptions{Exclusive: true, LeaseGrace: time.Second, ContinueLatest: true}
+
+// testBusyRule: with Exclusive, a run is refused while the thread's latest run is running and
+// alive, and accepted as soon as the store says it ended or its lease expired past the grace.
+func testBusyRule(t *testing.T, s recorder.Store) {
+	ctx := t.Context()
+	r1 := newRun("t1", "r1")
+	r1.Node, r1.LeaseUntil = "n1", time.Now().Add(time.Minute)
+	if _, err := s.CreateRun(ctx, r1, exclusive); err != nil {
+		t.Fatalf("CreateRun(t1/r1) on a new thread = %v, want nil", err)
+	}
+	if _, err := s.CreateRun(ctx, newRun("t1", "r2"), exclusive); !errors.Is(err, recorder.ErrThreadBusy) {
+		t.Fatalf("CreateRun(t1/r2) while r1 runs = %v, want ErrThreadBusy", err)
+	}
+	// The same run id again is a duplicate, not a busy thread (the client may resume it).
+	if _, err := s.CreateRun(ctx, newRun("t1", "r1"), exclusive); !errors.Is(err, recorder.ErrRunAlreadyStarted) {
+		t.Errorf("CreateRun(t1/r1) again while it runs = %v, want ErrRunAlreadyStarted", err)
+	}
+	// Without the rule a second run may start (AGUI_ALLOW_CONCURRENT_RUNS).
+	if _, err := s.CreateRun(ctx, newRun("t1", "side"), recorder.CreateOptions{}); err != nil {
+		t.Errorf("CreateRun(t1/side) without Exclusive = %v, want nil", err)
+	}
+	if err := s.FinishRun(ctx, "t1", "side", recorder.StatusFinished, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	// The latest run ended: the next run is accepted at once.
+	if _, err := s.CreateRun(ctx, newRun("t1", "r2"), exclusive); err != nil {
+		t.Fatalf("CreateRun(t1/r2) right after the latest run finished = %v, want nil", err)
+	}
+	for _, st := range []recorder.RunStatus{recorder.StatusError, recorder.StatusInterrupted} {
+		if err := s.FinishRun(ctx, "t1", mustThread(t, s, "t1").LatestRunID, st, "X", 0); err != nil {
+			t.Fatal(err)
+		}
+		id := "after-" + string(st)
+		if _, err := s.CreateRun(ctx, newRun("t1", id), exclusive); err != nil {
+			t.Errorf("CreateRun(t1/%s) after a run ended %s = %v, want nil", id, st, err)
+		}
+	}
+	// A running run whose lease expired longer ago than the grace lost its replica.
+	dead := newRun("t2", "r1")
+	dead.Node, dead.LeaseUntil = "gone", time.Now().Add(-time.Minute)
+	mustCreate(t, s, dead)
+	if _, err := s.CreateRun(ctx, newRun("t2", "r2"), exclusive); err != nil {
+		t.Errorf("CreateRun(t2/r2) after the latest run's lease expired = %v, want nil", err)
+	}
+	// Within the grace it still counts as alive.
+	late := newRun("t3", "r1")
+	late.Node, late.LeaseUntil = "late", time.Now().Add(-100*time.Millisecond)
+	mustCreate(t, s, late)
+	if _, err := s.CreateRun(ctx, newRun("t3", "r2"), exclusive); !errors.Is(err, recorder.ErrThreadBusy) {
+		t.Errorf("CreateRun(t3/r2) within the lease grace = %v, want ErrThreadBusy", err)
+	}
+	// A refused run leaves nothing behind.
+	if _, err := s.Run(ctx, "t3", "r2"); !errors.Is(err, recorder.ErrRunNotFound) {
+		t.Errorf("Run(t3/r2) after the refusal = %v, want ErrRunNotFound", err)
+	}
+}
+
+// testBusyRuleConcurrentStarts: of many starts racing on one thread, exactly one wins, whether
+// the thread is new or its previous run just ended.
+func testBusyRuleConcurrentStarts(t *testing.T, s recorder.Store) {
+	const n = 16
+	race := func(thread string) {
+		t.Helper()
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				_, errs[i] = s.CreateRun(context.Background(), newRun(thread, fmt.Sprintf("%s-r%d", thread, i)), exclusive)
+			})
+		}
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, recorder.ErrThreadBusy):
+				t.Errorf("%s: start %d = %v, want nil or ErrThreadBusy", thread, i, err)
+			}
+		}
+		if won != 1 {
+			t.Errorf("%s: %d concurrent starts won, want exactly 1", thread, won)
+		}
+	}
+	race("fresh")
+	r := newRun("ended", "first")
+	mustCreate(t, s, r)
+	if err := s.FinishRun(t.Context(), "ended", "first", recorder.StatusFinished, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	race("ended")
+}
+
+// testContinueLatest: a run without parent continues the latest run; an explicit parent wins;
+// without the option it is a root.
+func testContinueLatest(t *testing.T, s recorder.Store) {
+	ctx := t.Context()
+	cont := recorder.CreateOptions{ContinueLatest: true}
+	if _, err := s.CreateRun(ctx, newRun("t1", "r1"), cont); err != nil {
+		t.Fatal(err)
+	}
+	prev, err := s.CreateRun(ctx, newRun("t1", "r2"), cont)
+	if err != nil || prev.LatestRunID != "r1" {
+		t.Fatalf("CreateRun(t1/r2) = %+v, %v, want the previous latest r1", prev, err)
+	}
+	explicit := newRun("t1", "r3")
+	explicit.ParentRunID = "r1"
+	mustCreate(t, s, explicit)
+	mustCreate(t, s, newRun("t1", "root"))
+	for run, want := range map[string]string{"r1": "", "r2": "r1", "r3": "r1", "root": ""} {
+		if got := mustRun(t, s, "t1", run); got.ParentRunID != want {
+			t.Errorf("Run(t1/%s).ParentRunID = %q, want %q", run, got.ParentRunID, want)
+		}
+	}
+}
+
+func mustThread(t *testing.T, s recorder.Store, id string) recorder.Thread {
+	t.Helper()
+	th, err := s.Thread(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Thread(%s) = %v", id, err)
+	}
+	return th
 }
 
 func testAppendAndEvents(t *testing.T, s recorder.Store) {
@@ -665,15 +796,15 @@ func testHostileIDs(t *testing.T, s recorder.Store) {
 				t.Errorf("%s with id %s = %v, want agui.ErrInvalidID", call, name, err)
 			}
 		}
-		_, err := s.CreateRun(ctx, newRun(id, "r1"))
-		check("CreateRun(thread)", err)
-		_, err = s.CreateRun(ctx, newRun("t1", id))
-		check("CreateRun(run)", err)
+		_, err := s.CreateRun(ctx, newRun(id, "r1"), recorder.CreateOptions{})
+		check("CreateRun(thread, recorder.CreateOptions{})", err)
+		_, err = s.CreateRun(ctx, newRun("t1", id), recorder.CreateOptions{})
+		check("CreateRun(run, recorder.CreateOptions{})", err)
 		if id != "" {
 			r := newRun("t1", "r2")
 			r.ParentRunID = id
-			_, err = s.CreateRun(ctx, r)
-			check("CreateRun(parent)", err)
+			_, err = s.CreateRun(ctx, r, recorder.CreateOptions{})
+			check("CreateRun(parent, recorder.CreateOptions{})", err)
 		}
 		check("Append(thread)", s.Append(ctx, []recorder.Batch{{Run: newRun(id, "r1")}}))
 		check("Append(run)", s.Append(ctx, []recorder.Batch{{Run: newRun("t1", "r1")}, {Run: newRun("t1", id)}}))
@@ -700,7 +831,7 @@ func testInvalidEpoch(t *testing.T, s recorder.Store) {
 	for _, epoch := range []string{"", "short", "ABCDEFGH", "abcdefg1", "abcdefghi"} {
 		r := newRun("t1", "r1")
 		r.Epoch = epoch
-		if _, err := s.CreateRun(t.Context(), r); !errors.Is(err, recorder.ErrInvalidEpoch) {
+		if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{}); !errors.Is(err, recorder.ErrInvalidEpoch) {
 			t.Errorf("CreateRun with epoch %q = %v, want ErrInvalidEpoch", epoch, err)
 		}
 		if err := s.Append(t.Context(), []recorder.Batch{{Run: r}}); !errors.Is(err, recorder.ErrInvalidEpoch) {
@@ -797,7 +928,7 @@ func testClose(t *testing.T, s recorder.Store) {
 			t.Errorf("%s after Close = %v, want ErrClosed", call, err)
 		}
 	}
-	_, err := s.CreateRun(ctx, newRun("t1", "r2"))
+	_, err := s.CreateRun(ctx, newRun("t1", "r2"), recorder.CreateOptions{})
 	check("CreateRun", err)
 	check("Append", s.Append(ctx, []recorder.Batch{{Run: r, Events: events(r, 1, 1)}}))
 	check("FinishRun", s.FinishRun(ctx, "t1", "r1", recorder.StatusFinished, "", 0))

@@ -1,4 +1,4 @@
-package proxy
+package thread
 
 import (
 	"fmt"
@@ -13,15 +13,15 @@ import (
 // maxIdentityBytes bounds the identity value stored as a thread's owner.
 const maxIdentityBytes = 256
 
-// identity returns the caller's identity ("" when anonymous or single-tenant) and removes from
+// Identify returns the caller's identity ("" when anonymous or single-tenant) and removes from
 // r every header that could be mistaken for the identity header.
 //
 // Security invariant (CVE-2026-30851 class): the identity comes only from the configured header,
 // spelled exactly, sent once, and — when TrustedProxies is set — from a trusted peer. Look-alike
 // names that normalise to the same header ("X_Agui_User", "x-agui_user") are deleted before
 // the request is forwarded, so neither we nor the agent can read a client-forged variant.
-func (h *Handler) identity(r *http.Request) (string, error) {
-	name := h.cfg.IdentityHeader
+func (s *Service) Identify(r *http.Request) (string, error) {
+	name := s.cfg.IdentityHeader
 	if name == "" {
 		return "", nil
 	}
@@ -31,7 +31,7 @@ func (h *Handler) identity(r *http.Request) (string, error) {
 			delete(r.Header, k)
 		}
 	}
-	if len(h.cfg.TrustedProxies) > 0 && !h.trustedPeer(r.RemoteAddr) {
+	if len(s.cfg.TrustedProxies) > 0 && !s.trustedPeer(r.RemoteAddr) {
 		delete(r.Header, name)
 		return "", nil
 	}
@@ -55,7 +55,7 @@ func normalizeHeaderName(k string) string {
 	return strings.ReplaceAll(strings.ToLower(k), "_", "-")
 }
 
-func (h *Handler) trustedPeer(remoteAddr string) bool {
+func (s *Service) trustedPeer(remoteAddr string) bool {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
 		host = remoteAddr
@@ -65,7 +65,7 @@ func (h *Handler) trustedPeer(remoteAddr string) bool {
 		return false
 	}
 	addr = addr.Unmap()
-	for _, p := range h.cfg.TrustedProxies {
+	for _, p := range s.cfg.TrustedProxies {
 		if p.Contains(addr) {
 			return true
 		}

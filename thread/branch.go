@@ -1,4 +1,4 @@
-package attach
+package thread
 
 import (
 	"bytes"
@@ -25,14 +25,14 @@ type checkpoint struct {
 	Events []json.RawMessage `json:"events"`
 }
 
-// lineage returns the runs from the thread's root to runID, following parentRunId.
-func (h *Handler) lineage(ctx context.Context, threadID, runID string) ([]recorder.Run, error) {
+// Lineage returns the runs from the thread's root to runID, following parentRunId.
+func (s *Service) Lineage(ctx context.Context, threadID, runID string) ([]recorder.Run, error) {
 	var chain []recorder.Run
 	for id := runID; id != ""; {
 		if len(chain) == maxLineageRuns {
 			return nil, fmt.Errorf("lineage of run %q is longer than %d runs", runID, maxLineageRuns)
 		}
-		r, err := h.store.Run(ctx, threadID, id)
+		r, err := s.store.Run(ctx, threadID, id)
 		if err != nil {
 			return nil, fmt.Errorf("reading run %q: %w", id, err)
 		}
@@ -45,11 +45,11 @@ func (h *Handler) lineage(ctx context.Context, threadID, runID string) ([]record
 	return chain, nil
 }
 
-// runEvents returns the run's stored events with afterSeq < seq <= upTo (upTo < 0: all),
+// RunEvents returns the run's stored events with afterSeq < seq <= upTo (upTo < 0: all),
 // parsed. Frames whose data is not a JSON event are skipped: the official client would fail
 // on them (they are kept in the store and in exports).
-func (h *Handler) runEvents(ctx context.Context, threadID, runID string, afterSeq, upTo int64) ([]compact.Event, int64, error) {
-	recs, err := h.store.Events(ctx, threadID, runID, afterSeq, 0)
+func (s *Service) RunEvents(ctx context.Context, threadID, runID string, afterSeq, upTo int64) ([]compact.Event, int64, error) {
+	recs, err := s.store.Events(ctx, threadID, runID, afterSeq, 0)
 	if err != nil {
 		return nil, afterSeq, fmt.Errorf("reading events of run %q: %w", runID, err)
 	}
@@ -99,57 +99,65 @@ func FrameData(frame []byte) ([]byte, error) {
 	return bytes.Clone(f.Data), nil
 }
 
-// branchEvents returns the compacted events of the branch from the root through runID, which
+// Branch returns the compacted events of the branch from the root through runID, which
 // must have ended: from runID's checkpoint, or computed from the nearest ancestor checkpoint
 // and stored for next time. "" returns nothing.
-func (h *Handler) branchEvents(ctx context.Context, threadID, runID string) ([]compact.Event, error) {
+func (s *Service) Branch(ctx context.Context, threadID, runID string) ([]compact.Event, error) {
 	if runID == "" {
 		return nil, nil
 	}
-	chain, err := h.lineage(ctx, threadID, runID)
+	// The run's own checkpoint first: one read, without walking the lineage.
+	cp, err := s.loadCheckpoint(ctx, threadID, runID)
+	if err == nil {
+		return cp, nil
+	}
+	if !errors.Is(err, recorder.ErrNotFound) {
+		s.log.Warn("ignoring an unreadable checkpoint", "thread_id", threadID, "run_id", runID, "err", err)
+	}
+	chain, err := s.Lineage(ctx, threadID, runID)
 	if err != nil {
 		return nil, err
 	}
-	// Find the latest run of the chain that has a checkpoint.
+	// Find the latest ancestor that has a checkpoint.
 	var base []compact.Event
 	start := 0
-	for i := len(chain) - 1; i >= 0; i-- {
-		cp, err := h.loadCheckpoint(ctx, threadID, chain[i].RunID)
+	for i := len(chain) - 2; i >= 0; i-- {
+		cp, err := s.loadCheckpoint(ctx, threadID, chain[i].RunID)
 		if err == nil {
 			base, start = cp, i+1
 			break
 		}
 		if !errors.Is(err, recorder.ErrNotFound) {
-			h.log.Warn("ignoring an unreadable checkpoint", "thread_id", threadID, "run_id", chain[i].RunID, "err", err)
+			s.log.Warn("ignoring an unreadable checkpoint", "thread_id", threadID, "run_id", chain[i].RunID, "err", err)
 		}
 	}
 	for _, r := range chain[start:] {
-		evs, _, err := h.runEvents(ctx, threadID, r.RunID, 0, -1)
+		evs, _, err := s.RunEvents(ctx, threadID, r.RunID, 0, -1)
 		if err != nil {
 			return nil, err
 		}
-		base = h.compact(append(base, evs...))
+		base = s.Compact(append(base, evs...))
 		if r.Status != recorder.StatusRunning {
-			h.storeCheckpoint(ctx, threadID, r.RunID, base)
+			s.storeCheckpoint(ctx, threadID, r.RunID, base)
 		}
 	}
 	return base, nil
 }
 
-// compact compacts events, or returns them as they are when compaction refuses them (a
+// Compact compacts events, or returns them as they are when compaction refuses them (a
 // stream the official client would reject, or one past a limit): replaying it raw is then
 // the faithful answer.
-func (h *Handler) compact(events []compact.Event) []compact.Event {
-	out, err := compact.Compact(events, h.cfg.Compact)
+func (s *Service) Compact(events []compact.Event) []compact.Event {
+	out, err := compact.Compact(events, s.cfg.Compact)
 	if err != nil {
-		h.log.Warn("compaction refused a thread; serving it raw", "err", err)
+		s.log.Warn("compaction refused a thread; serving it raw", "err", err)
 		return events
 	}
 	return out
 }
 
-func (h *Handler) loadCheckpoint(ctx context.Context, threadID, runID string) ([]compact.Event, error) {
-	data, err := h.store.Checkpoint(ctx, threadID, runID)
+func (s *Service) loadCheckpoint(ctx context.Context, threadID, runID string) ([]compact.Event, error) {
+	data, err := s.store.Checkpoint(ctx, threadID, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -168,50 +176,58 @@ func (h *Handler) loadCheckpoint(ctx context.Context, threadID, runID string) ([
 	return events, nil
 }
 
-func (h *Handler) storeCheckpoint(ctx context.Context, threadID, runID string, events []compact.Event) {
+func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, events []compact.Event) {
 	cp := checkpoint{V: checkpointVersion, Events: make([]json.RawMessage, len(events))}
 	for i, e := range events {
 		cp.Events[i] = e.Raw
 	}
 	data, err := json.Marshal(cp)
 	if err == nil {
-		err = h.store.PutCheckpoint(ctx, threadID, runID, data)
+		err = s.store.PutCheckpoint(ctx, threadID, runID, data)
 	}
 	if err != nil {
-		h.log.Warn("could not store a checkpoint", "thread_id", threadID, "run_id", runID, "err", err)
+		s.log.Warn("could not store a checkpoint", "thread_id", threadID, "run_id", runID, "err", err)
 	}
 }
 
 // Checkpoint computes and stores the checkpoint of an ended run (the proxy calls it when a
-// run ends, so the next prelude reads one checkpoint instead of the whole branch).
-func (h *Handler) Checkpoint(ctx context.Context, threadID, runID string) error {
-	_, err := h.branchEvents(ctx, threadID, runID)
+// run ends, so the next prelude or run start reads one checkpoint instead of the whole
+// branch).
+func (s *Service) Checkpoint(ctx context.Context, threadID, runID string) error {
+	_, err := s.Branch(ctx, threadID, runID)
 	return err
 }
 
 // MessageIDs returns the ids of the messages a client holds after replaying the branch through
 // runID ("" for none): the messages RUN_STARTED.input need not repeat.
-func (h *Handler) MessageIDs(ctx context.Context, threadID, runID string) (map[string]bool, error) {
+func (s *Service) MessageIDs(ctx context.Context, threadID, runID string) (map[string]bool, error) {
 	if runID == "" {
 		return nil, nil
 	}
-	run, err := h.store.Run(ctx, threadID, runID)
+	events, err := s.loadCheckpoint(ctx, threadID, runID)
+	if err == nil {
+		return messageIDs(events) // the usual case at a run start: the parent ended, one read
+	}
+	run, err := s.store.Run(ctx, threadID, runID)
 	if err != nil {
 		return nil, err
 	}
-	var events []compact.Event
 	if run.Status == recorder.StatusRunning {
-		if events, err = h.branchEvents(ctx, threadID, run.ParentRunID); err != nil {
+		if events, err = s.Branch(ctx, threadID, run.ParentRunID); err != nil {
 			return nil, err
 		}
-		cur, _, err := h.runEvents(ctx, threadID, runID, 0, -1)
+		cur, _, err := s.RunEvents(ctx, threadID, runID, 0, -1)
 		if err != nil {
 			return nil, err
 		}
 		events = append(events, cur...)
-	} else if events, err = h.branchEvents(ctx, threadID, runID); err != nil {
+	} else if events, err = s.Branch(ctx, threadID, runID); err != nil {
 		return nil, err
 	}
+	return messageIDs(events)
+}
+
+func messageIDs(events []compact.Event) (map[string]bool, error) {
 	messages, _, err := compact.Replay(events)
 	if err != nil {
 		return nil, err

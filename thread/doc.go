@@ -1,0 +1,50 @@
+// Package thread is the domain of the proxy's threads, below the two HTTP doors (package
+// proxy, which starts runs, and package attach, which serves everything after) and above the
+// store (package recorder) and compaction (package compact). Everything that decides who may
+// use a thread, what a branch holds and how a run starts and ends lives here once; the doors
+// translate HTTP to these calls and errors to problems (internal/problem).
+//
+// # Access
+//
+// Service.Identify reads the caller's identity from the configured header, once per request
+// (the proxy stores it on the request context with WithOwner; Service.Owner reads it back).
+// Service.Access and Service.AccessRun are the one owner-and-route check: a thread owned by
+// another identity answers exactly like an unknown one (recorder.ErrThreadNotFound), a thread
+// of another route answers recorder.ErrThreadRoomMismatch, and in multi-tenant mode an
+// anonymous caller gets problem.ErrIdentityRequired.
+//
+// # Branches and checkpoints
+//
+// A thread's runs form a tree by parentRunId; a branch is the path from the root to one run.
+// Service.Lineage walks it, Service.Branch returns its compacted events (from the nearest
+// checkpoint plus the events after it), Service.Checkpoint stores the compacted branch of an
+// ended run so the next prelude or run start reads one record, and Service.MessageIDs names the
+// messages a client holds after replaying a branch (the messages RUN_STARTED.input need not
+// repeat).
+//
+// # Starting and ending runs
+//
+// Service.StartRun registers a run in one store call (recorder.Store.CreateRun): owner, route,
+// duplicate run id, parent and the busy rule (one running run per thread unless
+// Config.AllowConcurrentRuns) are checked atomically in the store, so of two concurrent starts
+// exactly one wins; a run without parentRunId continues the thread's latest run. Together with
+// Service.MessageIDs (one checkpoint read when the parent has one) a run start costs two store
+// round trips.
+//
+// The busy rule reads the previous run's status, so whoever pumps a run must have the store
+// record the run's end before a client sees its terminal event (the proxy does, with
+// recorder.Writer.FinishSync): a client that saw a run end can then start the next run at
+// once, on any replica.
+//
+// RunError builds the one RUN_ERROR event the proxy writes when it ends a run itself, with a
+// code from the Code constants; Service.ReapOrphan ends a running run whose replica stopped
+// renewing its lease with it. Service.Pumping registers a run this process pumps, so that
+// Service.Stop cancels it directly; a run pumped elsewhere is stopped through the store
+// (recorder.Leaser).
+//
+// # Extending
+//
+// New per-thread rules go on Service (access, branch or run life cycle) with their store
+// operation on recorder.Store; the doors should stay translations. A Service is safe for
+// concurrent use and starts no goroutine.
+package thread

@@ -1,0 +1,228 @@
+package thread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultRoute      = "default"
+	DefaultLeaseGrace = 2 * time.Second
+)
+
+// Config configures a Service. Store is required.
+type Config struct {
+	// Store holds the threads. Stop and ReapOrphan need it to implement recorder.Leaser.
+	Store recorder.Store
+	// Logger receives structured logs. nil: discard.
+	Logger *slog.Logger
+	// Route is the route (room) of the threads served: a thread created through another
+	// route answers recorder.ErrThreadRoomMismatch. Default DefaultRoute.
+	Route string
+	// IdentityHeader names the request header that identifies the caller (canonical form).
+	// "": single-tenant, every caller may use every thread of the route.
+	IdentityHeader string
+	// TrustedProxies, when not empty, lists the peer networks allowed to set IdentityHeader.
+	TrustedProxies []netip.Prefix
+	// Compact configures the compaction of branches and checkpoints.
+	Compact compact.Options
+	// LeaseGrace is how long past its lease a running run still counts as alive (for the
+	// busy rule and the orphan reaper). Default DefaultLeaseGrace.
+	LeaseGrace time.Duration
+	// AllowConcurrentRuns lets a run start while the thread's latest run is still running.
+	AllowConcurrentRuns bool
+}
+
+// Service is the thread domain over one store and route. Create it with New.
+type Service struct {
+	cfg    Config
+	log    *slog.Logger
+	store  recorder.Store
+	leaser recorder.Leaser // nil when the store keeps no leases
+
+	mu      sync.Mutex
+	pumping map[runKey]func() // runs this process pumps: their cancel
+}
+
+type runKey struct{ thread, run string }
+
+// New returns a Service for cfg.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("thread: Config.Store is required")
+	}
+	if cfg.Route == "" {
+		cfg.Route = DefaultRoute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LeaseGrace <= 0 {
+		cfg.LeaseGrace = DefaultLeaseGrace
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: cfg.Store, pumping: map[runKey]func(){}}
+	s.leaser, _ = cfg.Store.(recorder.Leaser)
+	return s, nil
+}
+
+// Store returns the store the Service reads and writes.
+func (s *Service) Store() recorder.Store { return s.store }
+
+// Route returns the route the Service serves.
+func (s *Service) Route() string { return s.cfg.Route }
+
+// CompactOptions returns the compaction options of branches and checkpoints.
+func (s *Service) CompactOptions() compact.Options { return s.cfg.Compact }
+
+// MultiTenant reports whether callers need an identity.
+func (s *Service) MultiTenant() bool { return s.cfg.IdentityHeader != "" }
+
+type ownerKey struct{}
+
+type owner struct {
+	id  string
+	err error
+}
+
+// WithOwner returns ctx carrying the caller's identity as Identify computed it (id, err), so
+// that Owner does not compute it again for the same request.
+func WithOwner(ctx context.Context, id string, err error) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner{id, err})
+}
+
+// Owner returns the caller's identity: the one stored by WithOwner, else Identify(r).
+func (s *Service) Owner(r *http.Request) (string, error) {
+	if o, ok := r.Context().Value(ownerKey{}).(owner); ok {
+		return o.id, o.err
+	}
+	return s.Identify(r)
+}
+
+// Caller checks that owner may use threads at all: in multi-tenant mode an anonymous caller
+// gets problem.ErrIdentityRequired.
+func (s *Service) Caller(owner string) error {
+	if s.MultiTenant() && owner == "" {
+		return problem.ErrIdentityRequired
+	}
+	return nil
+}
+
+// Access returns the thread if owner may use it: it exists, belongs to owner (a foreign
+// thread answers exactly like an unknown one) and to this route. Store errors other than the
+// sentinels come back as problem.ErrStoreUnavailable.
+func (s *Service) Access(ctx context.Context, owner, threadID string) (recorder.Thread, error) {
+	if err := agui.ValidateID("threadId", threadID); err != nil {
+		return recorder.Thread{}, err
+	}
+	if err := s.Caller(owner); err != nil {
+		return recorder.Thread{}, err
+	}
+	th, err := s.store.Thread(ctx, threadID)
+	if err != nil {
+		return th, problem.StoreErr(err)
+	}
+	if th.Owner != owner {
+		return recorder.Thread{}, fmt.Errorf("%w: %q", recorder.ErrThreadNotFound, threadID)
+	}
+	if th.Route != s.cfg.Route {
+		return recorder.Thread{}, recorder.ErrThreadRoomMismatch
+	}
+	return th, nil
+}
+
+// AccessRun is Access for a thread and one of its runs.
+func (s *Service) AccessRun(ctx context.Context, owner, threadID, runID string) (recorder.Thread, recorder.Run, error) {
+	th, err := s.Access(ctx, owner, threadID)
+	if err != nil {
+		return th, recorder.Run{}, err
+	}
+	if err := agui.ValidateID("runId", runID); err != nil {
+		return th, recorder.Run{}, err
+	}
+	run, err := s.store.Run(ctx, th.ID, runID)
+	return th, run, problem.StoreErr(err)
+}
+
+// alive reports whether run keeps its thread busy at now: running, with no lease or a lease
+// that expired less than the grace ago (else its replica is gone and it is an orphan).
+func (s *Service) alive(run recorder.Run, now time.Time) bool {
+	return s.createOptions().Busy(run, now)
+}
+
+func (s *Service) createOptions() recorder.CreateOptions {
+	return recorder.CreateOptions{Exclusive: !s.cfg.AllowConcurrentRuns, LeaseGrace: s.cfg.LeaseGrace, ContinueLatest: true}
+}
+
+// StartRun registers run (ThreadID, RunID, Owner required; ParentRunID, Node and LeaseUntil
+// as the caller has them) in one store call and returns it as stored: the route, a fresh
+// epoch, status running and, when it had no ParentRunID, the thread's latest run as its
+// parent. Errors: problem.ErrIdentityRequired, recorder.ErrThreadNotFound (another identity's
+// thread), ErrThreadRoomMismatch, ErrRunAlreadyStarted, ErrRunNotFound (unknown parent),
+// ErrThreadBusy, problem.ErrStoreUnavailable.
+func (s *Service) StartRun(ctx context.Context, run recorder.Run) (recorder.Run, error) {
+	if err := s.Caller(run.Owner); err != nil {
+		return run, err
+	}
+	now := time.Now()
+	run.Route, run.Status, run.CreatedAt, run.UpdatedAt = s.cfg.Route, recorder.StatusRunning, now, now
+	if run.Epoch == "" {
+		run.Epoch = recorder.NewEpoch()
+	}
+	prev, err := s.store.CreateRun(ctx, run, s.createOptions())
+	if err != nil {
+		return run, problem.StoreErr(err)
+	}
+	if run.ParentRunID == "" {
+		run.ParentRunID = prev.LatestRunID
+	}
+	return run, nil
+}
+
+// ErrStopped is the cause a run's context is cancelled with when it is stopped on request.
+var ErrStopped = errors.New("the run was stopped on request")
+
+// Pumping registers a run this process pumps: Stop cancels it by calling cancel. Call release
+// when the pump ends.
+func (s *Service) Pumping(threadID, runID string, cancel func()) (release func()) {
+	k := runKey{threadID, runID}
+	s.mu.Lock()
+	s.pumping[k] = cancel
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.pumping, k)
+		s.mu.Unlock()
+	}
+}
+
+// Stop asks a running run to end with RUN_ERROR code CANCELLED: directly when this process
+// pumps it, else through the store (the pumping replica's lease renewal sees the request).
+// Errors: problem.ErrRunNotRunning, problem.ErrStoreUnavailable.
+func (s *Service) Stop(ctx context.Context, run recorder.Run) error {
+	if run.Status != recorder.StatusRunning {
+		return problem.ErrRunNotRunning
+	}
+	s.mu.Lock()
+	cancel := s.pumping[runKey{run.ThreadID, run.RunID}]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		return nil
+	}
+	if s.leaser == nil {
+		return problem.ErrRunNotRunning
+	}
+	return problem.StoreErr(s.leaser.RequestStop(ctx, run.ThreadID, run.RunID))
+}

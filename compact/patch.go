@@ -11,7 +11,7 @@ import (
 // 3.1.1 called as applyPatch(state, delta, true, false) (validate every operation, work on a
 // deep copy, ban __proto__ and constructor/prototype) inside a try/catch that keeps the old
 // state when anything throws. github.com/evanphx/json-patch/v5 disagrees with that oracle in
-// ways no option switches off (measured in the project's reliability notes, section 4.3):
+// ways no option switches off (measured side by side, see docs/design.md, JSON Patch):
 // leading-zero indices ("/a/01" replaces index 1 in Go, fails in JS; but "add /a/01" inserts
 // in JS), a root path ("add \"\"" fails in Go, replaces the document in JS), test of 1 against
 // 1.0 (JS compares numbers as float64), duplicate keys kept in output, __proto__ accepted, no

@@ -21,8 +21,8 @@ var knownDivergences = map[string]string{
 	// terminal event; the direct client just sees the stream end (no error).
 	"noend": `"code":"UPSTREAM_ENDED"`,
 	// The proxy re-frames a CRLF stream with LF, so the client succeeds through the proxy
-	// while it fails on the agent's own bytes (reliability-notes B24 asks for live bytes to be
-	// forwarded unchanged).
+	// while it fails on the agent's own bytes (docs/design.md, Bad input: live bytes are
+	// forwarded as the agent sent them).
 	"crlf": `/error: "SyntaxError`,
 }
 

@@ -43,7 +43,7 @@ func twoReplicas(t testing.TB, upstream string) (a, b string) {
 	return urls[0], urls[1]
 }
 
-// TestResumeAcrossReplicas is issue 5 item 9(b): the official client runs every scenario
+// TestResumeAcrossReplicas is the cross-replica resume (docs/design.md F1): the official client runs every scenario
 // through replica A, is cut after K events, and reattaches through replica B (both ways,
 // live and after the run ended); B serves the prelude and A's live tail from Redis.
 func TestResumeAcrossReplicas(t *testing.T) {
@@ -197,7 +197,7 @@ func waitRunProgress(t *testing.T, base, threadID, runID string, events int64) s
 	}
 }
 
-// TestReplicaAttachersIdentical is issue 5 item 9(c) across replicas: a run is pumped by
+// TestReplicaAttachersIdentical checks that attachers on another replica get identical streams: a run is pumped by
 // replica A and held after hold events; 50 clients attach to its thread through replica B;
 // once each has its prelude the run continues. Every attacher must receive the same stream,
 // byte for byte (prelude up to the same cursor, then A's events after it with A's ids and

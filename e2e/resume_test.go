@@ -101,7 +101,7 @@ func requireResumed(t testing.TB, what string, scenarios []string, out string, e
 		}
 	}
 	// A run that ends differently after its client was cut breaks the first promise: runs
-	// survive their client (reliability-notes F1). It was seen at K=1 as UPSTREAM_DISCONNECTED
+	// survive their client (docs/design.md F1). It was seen at K=1 as UPSTREAM_DISCONNECTED
 	// (fixed: see proxy.TestImmediateDisconnectKeepsRun); the harness names such cuts
 	// RUN-KILLED.
 	if n := strings.Count(out, "RUN-KILLED"); n > 0 {
@@ -110,7 +110,7 @@ func requireResumed(t testing.TB, what string, scenarios []string, out string, e
 	t.Logf("node output:\n%s", out)
 }
 
-// TestResumeOfficialClient is issue 5 item 9(a): for every demo scenario, the official client
+// TestResumeOfficialClient is resumption through the official client: for every demo scenario, the official client
 // is cut after K events (1, middle, inside a tool-call burst, inside a state burst, before the
 // end) and reattaches to the same proxy by re-POSTing the run with Last-Event-ID and by the
 // thread attach, live and after the run ended; each time its messages and state equal those of

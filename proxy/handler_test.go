@@ -125,7 +125,7 @@ func testEveryScenario(t *testing.T, cfg Config) {
 }
 
 // TestClientDisconnectDoesNotStopRun pins the product's first promise: a client that drops
-// after 3 events does not stop the agent, and the whole run is recorded (reliability F1).
+// after 3 events does not stop the agent, and the whole run is recorded (docs/design.md F1).
 func TestClientDisconnectDoesNotStopRun(t *testing.T) {
 	agent := startAgent(t)
 	h, px := startProxy(t, agent.URL, Config{})

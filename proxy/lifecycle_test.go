@@ -62,7 +62,7 @@ func TestShutdownInterruptsAtDeadline(t *testing.T) {
 }
 
 // TestSlowClientDoesNotSlowTheRun has a client that stops reading: it is dropped at its queue
-// limit while the run streams to its end at full speed and is recorded whole (reliability F20).
+// limit while the run streams to its end at full speed and is recorded whole (docs/design.md F20).
 func TestSlowClientDoesNotSlowTheRun(t *testing.T) {
 	agent := startAgent(t)
 	h, px := startProxy(t, agent.URL, Config{ClientQueueBytes: 64 << 10, MaxBodyBytes: 64 << 10, MaxEventBytes: 64 << 10})
@@ -97,7 +97,7 @@ func TestSlowClientDoesNotSlowTheRun(t *testing.T) {
 
 // TestUpstreamIdleWatchdog checks both sides of AGUI_UPSTREAM_IDLE_TIMEOUT: a stream whose
 // frames keep coming well inside the window is never cut (the watchdog re-arms from the last
-// frame), and one that goes silent ends with RUN_ERROR UPSTREAM_IDLE (reliability F7).
+// frame), and one that goes silent ends with RUN_ERROR UPSTREAM_IDLE (docs/design.md F7).
 func TestUpstreamIdleWatchdog(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	up := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

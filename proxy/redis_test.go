@@ -107,7 +107,7 @@ func TestRedisConcurrentRuns(t *testing.T) {
 
 // TestRedisPausedMidRun freezes Redis (SIGSTOP) for 5 s in the middle of a run: the client keeps
 // receiving events live, and afterwards the store holds every event once, in order
-// (reliability F10/F11: go-redis timeout retries must not duplicate).
+// (docs/design.md F10, F11: go-redis timeout retries must not duplicate).
 func TestRedisPausedMidRun(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newRedisStore(t, srv)
@@ -206,7 +206,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 }
 
 // TestHostileIDsNeverReachRedis posts hostile thread and run ids and checks they are refused
-// with 400 before any key is written (reliability B6).
+// with 400 before any key is written (docs/design.md B6).
 func TestHostileIDsNeverReachRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newRedisStore(t, srv)

@@ -27,7 +27,7 @@ func countingUpstream(t *testing.T) (*atomic.Int64, string) {
 }
 
 // TestBadRunInput checks that malformed, ambiguous or oversized run requests get a problem and
-// never reach the agent (reliability B1-B6).
+// never reach the agent (docs/design.md B1-B6).
 func TestBadRunInput(t *testing.T) {
 	calls, upstream := countingUpstream(t)
 	_, px := startProxy(t, upstream, Config{MaxBodyBytes: 1 << 10})
@@ -97,7 +97,7 @@ func TestThreadRoomMismatch(t *testing.T) {
 }
 
 // TestIdentity checks thread ownership by the trusted identity header and its hygiene
-// (reliability B8, B9 and the Caddy CVE-2026-30851 class).
+// (docs/design.md B8, B9; the Caddy CVE-2026-30851 class).
 func TestIdentity(t *testing.T) {
 	var seen atomic.Value
 	upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +143,7 @@ func TestIdentity(t *testing.T) {
 }
 
 // TestUpstreamFailures checks the answers before a stream starts, and that a failed run does
-// not consume its run id (reliability F6, F8, F9).
+// not consume its run id (docs/design.md F6, F8, F9).
 func TestUpstreamFailures(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		h, px := startProxy(t, deadUpstreamAddr(t), Config{})
@@ -194,7 +194,7 @@ func TestUpstreamFailures(t *testing.T) {
 }
 
 // TestUpstreamBreaks checks that a stream that breaks mid-frame ends cleanly with a RUN_ERROR,
-// without the partial frame, and is recorded as the client saw it (reliability F3).
+// without the partial frame, and is recorded as the client saw it (docs/design.md F3).
 func TestUpstreamBreaks(t *testing.T) {
 	up := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -1,5 +1,5 @@
 // Package recordertest is the contract every recorder.Store must pass: one suite, run by the
-// memory store's and the Redis store's tests alike (house style rule 16).
+// memory store's and the Redis store's tests alike (docs/design.md, Tests).
 //
 //	func TestMemoryStore(t *testing.T) {
 //		recordertest.Run(t, func(t *testing.T) recorder.Store {

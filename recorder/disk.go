@@ -526,7 +526,7 @@ func (s *DiskStore) waitChan(key string) <-chan struct{} {
 }
 
 // CreateRun implements Store.
-func (s *DiskStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
+func (s *DiskStore) CreateRun(ctx context.Context, run Run, opts CreateOptions) (Thread, error) {
 	if err := validateRun(run); err != nil {
 		return Thread{}, err
 	}
@@ -570,6 +570,26 @@ func (s *DiskStore) CreateRun(ctx context.Context, run Run) (Thread, error) {
 		}
 		if run.ParentRunID != "" && (t == nil || tx.Bucket(bucketRuns).Get(runKey(run.ThreadID, run.ParentRunID)) == nil) {
 			return errAbort{fmt.Errorf("parent run %q in thread %q: %w", run.ParentRunID, run.ThreadID, ErrRunNotFound)}
+		}
+		if t != nil && t.Latest != "" {
+			latest, err := getJSON[diskRun](tx.Bucket(bucketRuns), runKey(run.ThreadID, t.Latest))
+			if err != nil {
+				return err
+			}
+			if latest != nil {
+				if opts.Exclusive {
+					lr, err := latest.run(run.ThreadID, t.Latest)
+					if err != nil {
+						return err
+					}
+					if opts.Busy(lr, now) {
+						return errAbort{fmt.Errorf("thread %q, run %q: %w", run.ThreadID, t.Latest, ErrThreadBusy)}
+					}
+				}
+				if run.ParentRunID == "" && opts.ContinueLatest {
+					run.ParentRunID = t.Latest
+				}
+			}
 		}
 		if t == nil {
 			t = &diskThread{Owner: run.Owner, Route: run.Route, Created: now.UnixMilli()}

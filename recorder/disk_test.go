@@ -51,7 +51,7 @@ func TestDiskStoreReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := testRun("t1", "r1")
-	if _, err := s.CreateRun(ctx, r); err != nil {
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for seq := int64(1); seq <= 300; seq += 50 {
@@ -103,7 +103,7 @@ func TestDiskStoreTTL(t *testing.T) {
 	s := openDisk(t, recorder.DiskConfig{TTL: time.Hour, Now: clock.Now})
 	ctx := t.Context()
 	r := testRun("t1", "r1")
-	if _, err := s.CreateRun(ctx, r); err != nil {
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	clock.now = clock.now.Add(50 * time.Minute)
@@ -118,7 +118,7 @@ func TestDiskStoreTTL(t *testing.T) {
 	if _, err := s.Run(ctx, "t1", "r1"); !errors.Is(err, recorder.ErrThreadNotFound) {
 		t.Errorf("Run(t1/r1) 61 min after the last write = %v, want ErrThreadNotFound", err)
 	}
-	if _, err := s.CreateRun(ctx, testRun("t2", "r1")); err != nil {
+	if _, err := s.CreateRun(ctx, testRun("t2", "r1"), recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); st.EventBytes != 0 {
@@ -177,7 +177,7 @@ func TestDiskStoreCrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := recorder.Run{ThreadID: "t1", RunID: "r1", Epoch: os.Getenv(crashChildEnv + "_EPOCH"), Owner: "alice", Route: "/a"}
-	if _, err := s.CreateRun(context.Background(), r); err != nil {
+	if _, err := s.CreateRun(context.Background(), r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w := recorder.NewWriter(recorder.WriterConfig{Store: s})
@@ -290,7 +290,7 @@ func TestDiskStoreDiskFull(t *testing.T) {
 	w := newTestWriter(t, s, recorder.WriterConfig{MaxBufferedEvents: 300, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	r := testRun("t1", "r1")
 	ctx := t.Context()
-	if _, err := s.CreateRun(ctx, r); err != nil {
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pad := strings.Repeat("p", 1000)

@@ -84,7 +84,7 @@ func TestMemoryStoreMaxBytes(t *testing.T) {
 		t.Helper()
 		clock.now = clock.now.Add(time.Second)
 		r := testRun(thread, "r1")
-		if _, err := s.CreateRun(ctx, r); err != nil {
+		if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		evs := make([]recorder.Event, 100)

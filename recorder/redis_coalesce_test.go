@@ -37,7 +37,7 @@ func TestRedisRunStartBurst(t *testing.T) {
 				return
 			}
 			r := testRun(tid, rid)
-			if _, err := s.CreateRun(ctx, r); err != nil {
+			if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 				errs[i] = fmt.Errorf("CreateRun: %w", err)
 				return
 			}
@@ -52,7 +52,7 @@ func TestRedisRunStartBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second creation of the same run is still refused: each call gets its own reply.
-	if _, err := s.CreateRun(t.Context(), testRun("t1", "r1")); !errors.Is(err, recorder.ErrRunAlreadyStarted) {
+	if _, err := s.CreateRun(t.Context(), testRun("t1", "r1"), recorder.CreateOptions{}); !errors.Is(err, recorder.ErrRunAlreadyStarted) {
 		t.Errorf("CreateRun(existing) = %v, want ErrRunAlreadyStarted", err)
 	}
 	for i := range 100 {
@@ -68,7 +68,7 @@ func TestRedisRunStartBurst(t *testing.T) {
 func TestRedisCreateRunAfterScriptFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix()})
-	if _, err := s.CreateRun(t.Context(), testRun("t", "r1")); err != nil {
+	if _, err := s.CreateRun(t.Context(), testRun("t", "r1"), recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -76,7 +76,7 @@ func TestRedisCreateRunAfterScriptFlush(t *testing.T) {
 	if err := c.ScriptFlush(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateRun(t.Context(), testRun("t", "r2")); err != nil {
+	if _, err := s.CreateRun(t.Context(), testRun("t", "r2"), recorder.CreateOptions{}); err != nil {
 		t.Errorf("CreateRun after SCRIPT FLUSH = %v, want nil", err)
 	}
 }

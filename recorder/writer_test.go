@@ -467,7 +467,7 @@ func TestWriterBackpressure(t *testing.T) {
 	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 4, MaxBatchEvents: 2, FullWait: time.Minute})
 	runs := []recorder.Run{testRun("t", "r1"), testRun("t", "r2")}
 	for _, r := range runs {
-		if _, err := store.CreateRun(t.Context(), r); err != nil {
+		if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

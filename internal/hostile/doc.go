@@ -1,6 +1,6 @@
 // Package hostile holds the hostile-input suite: black-box tests that drive a real proxy
-// (proxy.New behind an httptest.Server) over real sockets, on the in-memory store and on a
-// private redis-server (internal/redistest), with careless and malicious requests and a
+// (proxy.New behind an httptest.Server) over real sockets, on the in-memory store, the disk
+// store and a private redis-server (internal/redistest), with careless and malicious requests and a
 // scripted upstream that misbehaves on purpose.
 //
 // Every case belongs to a class (malformed bodies, oversized bodies and events, invalid JSON,

@@ -101,7 +101,7 @@ func data(event string) string { return "data: " + event + "\n\n" }
 
 // env is one proxy in front of an upstream, on one store.
 type env struct {
-	kind  string // "memory" or "redis"
+	kind  string // "memory", "disk" or "redis"
 	url   string
 	up    *upstream
 	store recorder.Store
@@ -122,6 +122,12 @@ func newEnv(t *testing.T, kind string, srv *redistest.Server, mut func(*proxy.Co
 	switch kind {
 	case "memory":
 		e.store = recorder.NewMemoryStore(recorder.MemoryConfig{})
+	case "disk":
+		s, err := recorder.OpenDiskStore(context.Background(), recorder.DiskConfig{Dir: t.TempDir(), NoSync: true})
+		if err != nil {
+			t.Fatalf("OpenDiskStore: %v", err)
+		}
+		e.store = s
 	case "redis":
 		s, err := recorder.NewRedisStore(context.Background(), recorder.RedisConfig{
 			URL: srv.URL(), Prefix: fmt.Sprintf("h%d", prefixes.Add(1))})

@@ -30,10 +30,11 @@ type tcase struct {
 // pending marks c as reproducing a known, not yet fixed bug of class.
 func pending(class string, c tcase) tcase { c.pending = class; return c }
 
-// TestHostile runs every case on the in-memory store and on a private redis-server.
+// TestHostile runs every case on the in-memory store, the disk store and a private
+// redis-server.
 func TestHostile(t *testing.T) {
 	srv := redistest.Start(t)
-	for _, kind := range []string{"memory", "redis"} {
+	for _, kind := range []string{"memory", "disk", "redis"} {
 		t.Run(kind, func(t *testing.T) {
 			shared := newEnv(t, kind, srv, nil)
 			multi := newEnv(t, kind, srv, func(c *proxy.Config) { c.IdentityHeader = identityHeader })

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/demoagent"
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// threadBench is one proxy process (serve) in front of the demo agent, on one store.
+type threadBench struct {
+	b      *testing.B
+	base   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startThreadBench(b *testing.B, env map[string]string) *threadBench {
+	b.Helper()
+	env["AGUI_LISTEN"] = "127.0.0.1:0"
+	env["AGUI_METRICS"] = "false"
+	cfg, err := loadConfig(env)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb := &threadBench{b: b, cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan string, 1)
+	go func() { tb.done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), ready) }()
+	select {
+	case addr := <-ready:
+		tb.base = "http://" + addr
+	case err := <-tb.done:
+		b.Fatalf("serve: %v", err)
+	}
+	return tb
+}
+
+func (tb *threadBench) stop() {
+	tb.cancel()
+	if err := <-tb.done; err != nil {
+		tb.b.Fatalf("serve: %v", err)
+	}
+}
+
+// run posts one chat run and returns the time to the response's first byte and the wire
+// bytes of the whole stream.
+func (tb *threadBench) run(thread string, n int) (time.Duration, int) {
+	body := fmt.Sprintf(`{"threadId":%q,"runId":"r%d","messages":[{"id":"u%d","role":"user","content":"chat"}]}`, thread, n, n)
+	req, _ := http.NewRequest(http.MethodPost, tb.base+"/", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.b.Fatal(err)
+	}
+	defer res.Body.Close()
+	br := bufio.NewReader(res.Body)
+	if _, err := br.Peek(1); err != nil {
+		tb.b.Fatalf("run %d: %v", n, err)
+	}
+	ttfb := time.Since(start)
+	rest, err := io.ReadAll(br)
+	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(string(rest), "RUN_FINISHED") {
+		tb.b.Fatalf("run %d = %d, %v: %.300s", n, res.StatusCode, err, rest)
+	}
+	return ttfb, len(rest)
+}
+
+// prelude returns the time to the first byte of the thread's attach stream and its length
+// up to the replay marker.
+func (tb *threadBench) prelude(thread string) (time.Duration, int) {
+	start := time.Now()
+	res, err := http.Get(tb.base + "/agui/threads/" + thread + "/events")
+	if err != nil {
+		tb.b.Fatal(err)
+	}
+	defer res.Body.Close()
+	br := bufio.NewReader(res.Body)
+	if _, err := br.Peek(1); err != nil {
+		tb.b.Fatal(err)
+	}
+	first := time.Since(start)
+	n := 0
+	for {
+		line, err := br.ReadString('\n')
+		n += len(line)
+		if err != nil || strings.Contains(line, "replay_complete") {
+			return first, n
+		}
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkLongThread builds one chat thread of -runs runs (the demo agent's chat scenario,
+// through the proxy) on Redis and on the disk store, then reports: wire bytes of the thread's
+// streams; store bytes (Redis: MEMORY USAGE of the thread's keys by kind; disk: chunk and
+// checkpoint bytes); the run start time to first byte at the end of the thread and on a new
+// thread; the prelude's first byte; for the disk store the restart to a prelude's first byte.
+// It is slow (minutes for 1,000 runs): run it with -bench LongThread -benchtime 1x.
+func BenchmarkLongThread(b *testing.B) {
+	for _, runs := range []int{100, 1000} {
+		for _, kind := range []string{"redis", "disk"} {
+			b.Run(fmt.Sprintf("%s/runs=%d", kind, runs), func(b *testing.B) {
+				for b.Loop() {
+					benchLongThread(b, kind, runs)
+				}
+			})
+		}
+	}
+}
+
+func benchLongThread(b *testing.B, kind string, runs int) {
+	agent := httptest.NewServer(demoagent.New(demoagent.Config{}))
+	defer agent.Close()
+	// A client starts its next run as soon as it read RUN_FINISHED; the asynchronous recorder may
+	// not have stored the end yet, which would answer ThreadBusy.
+	env := map[string]string{"AGUI_UPSTREAM": agent.URL, "AGUI_ALLOW_CONCURRENT_RUNS": "true"}
+	var srv *redistest.Server
+	dir := b.TempDir()
+	if kind == "redis" {
+		srv = redistest.Start(b)
+		env["AGUI_REDIS_URL"] = srv.URL()
+	} else {
+		env["AGUI_STORE_PATH"] = dir
+	}
+	tb := startThreadBench(b, env)
+	wire := 0
+	var late []time.Duration
+	for i := 1; i <= runs; i++ {
+		ttfb, n := tb.run("t", i)
+		wire += n
+		if i > runs-20 {
+			late = append(late, ttfb)
+		}
+	}
+	var fresh []time.Duration
+	for i := range 20 {
+		ttfb, _ := tb.run(fmt.Sprintf("fresh%d", i), 1)
+		fresh = append(fresh, ttfb)
+	}
+	var preludes []time.Duration
+	preludeBytes := 0
+	for range 10 {
+		d, n := tb.prelude("t")
+		preludes = append(preludes, d)
+		preludeBytes = n
+	}
+	b.ReportMetric(float64(wire), "wire-bytes")
+	b.ReportMetric(float64(preludeBytes), "prelude-bytes")
+	b.ReportMetric(float64(median(late).Microseconds())/1000, "ms-run-ttfb-last20")
+	b.ReportMetric(float64(median(fresh).Microseconds())/1000, "ms-run-ttfb-new-thread")
+	b.ReportMetric(float64(median(preludes).Microseconds())/1000, "ms-prelude-first-byte")
+	if kind == "redis" {
+		c := srv.Client(b)
+		keys, err := c.Keys(context.Background(), "agui:{t}:*").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		byKind := map[string]int64{}
+		for _, k := range keys {
+			n, _ := c.MemoryUsage(context.Background(), k, 0).Result()
+			kk := strings.SplitN(strings.TrimPrefix(k, "agui:{t}:"), ":", 2)[0]
+			byKind[kk] += n
+		}
+		total := int64(0)
+		for kk, n := range byKind {
+			b.ReportMetric(float64(n), kk+"-bytes")
+			total += n
+		}
+		b.ReportMetric(float64(total)/float64(wire), "store/wire")
+		tb.stop()
+		return
+	}
+	tb.stop()
+	s, err := recorder.OpenDiskStore(context.Background(), recorder.DiskConfig{Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := s.Stats()
+	s.Close()
+	b.ReportMetric(float64(st.EventBytes), "events-bytes")
+	b.ReportMetric(float64(st.CheckpointBytes), "checkpoint-bytes")
+	b.ReportMetric(float64(st.FileBytes), "file-bytes")
+	b.ReportMetric(float64(st.EventBytes+st.CheckpointBytes)/float64(wire), "store/wire")
+	// Restart: open the store again (a new serve) and time the first byte of the prelude.
+	start := time.Now()
+	tb = startThreadBench(b, env)
+	listening := time.Since(start)
+	first, _ := tb.prelude("t")
+	b.ReportMetric(float64((listening+first).Microseconds())/1000, "ms-restart-to-prelude-first-byte")
+	tb.stop()
+}

@@ -88,7 +88,12 @@
 //     by the next append with a gap for the lost head; a stream that vanished under its hash is
 //     reported as a gap by reads and recorded by the next append or finish. Either way
 //     Complete reports the loss: a store never serves a damaged run as whole.
-//   - Sync mode means "in Redis memory", not "on disk" (WAITAOF needs Redis 7.2).
+//   - Sync mode means "in Redis memory", not "on disk" (WAITAOF needs Redis 7.2), and on
+//     the master only: replication is asynchronous, so a master that dies before its replica
+//     got a write takes it along when the replica is promoted (Sentinel, Cluster). The next
+//     append of that run records the lost seqs as a gap. RedisConfig.WaitReplicas makes each
+//     write end with WAIT, so with Sync durability a client sees an event only once a replica
+//     has it.
 //
 // # Retention
 //
@@ -99,9 +104,21 @@
 // key of the thread (a loop over its runs list), so a thread's runs expire together unless one
 // run alone stays active for longer than TTL. The memory store expires whole threads.
 //
+// # Topologies
+//
+// RedisConfig chooses one of three: one server (URL or Options, as go-redis's Client), Redis
+// Cluster (ClusterAddrs, go-redis's ClusterClient), or a master found through Sentinel
+// (SentinelAddrs and SentinelMaster, go-redis's failover Client). Username, password, TLS and
+// DB apply to all three (Cluster has only DB 0). Every multi-key command and script names
+// keys of one thread, so of one hash slot (TestScriptKeysOneSlot checks each script call);
+// pipelines of several threads are split by go-redis per master. A Cluster client reloads
+// its slot map at least every DefaultClusterStateReload while it sends commands, and at once
+// on MOVED, so after a failover writes reach the promoted replica within about a second of
+// its promotion. The Sentinel client follows the sentinels' +switch-master.
+//
 // # Redis connections
 //
-// Two go-redis clients with bounded pools: one used only by Append and FinishRun, one for
+// Two go-redis clients with bounded pools (per master node on Cluster): one used only by Append and FinishRun, one for
 // everything else, so a storm of reads cannot starve the recorder. Timeouts of 2 s, 2 retries
 // (safe: every write is an idempotent script), a pool timeout of 1 s, context deadlines
 // honoured. No command of these two pools blocks.
@@ -121,8 +138,19 @@
 // pipeline for all of them): not running and fully delivered → io.EOF; hash gone, another
 // epoch, or the stream gone under unread events → ErrRunNotFound. Events trimmed by
 // MaxEventsPerRun before the tail read them → ErrSlowSubscriber; a recorded gap is followed
-// across. One XREAD names keys of many threads, so the store needs a single Redis (or a
-// proxy that routes multi-key XREAD), not Redis Cluster.
+// across. With Sentinel the tail's client is a failover client: after a failover the read
+// fails, the tail backs off and reconnects to the new master, and the followers resume from
+// their positions.
+//
+// On Redis Cluster one XREAD may only name keys of one hash slot, even on one node, and a
+// blocking XREAD holds its connection, so the tail's client is a ClusterClient and each
+// round is one pipeline of non-blocking XREADs, one per followed slot (all the followed
+// streams of that slot in it); go-redis sends the part for each master on one connection to
+// it, in parallel, and follows MOVED and ASK (slot migration, failover) after reloading its
+// slot map. A round that returned nothing is followed by a pause of FollowPoll (cut short
+// when a stream joins). The seam is the same: each round reads every stream from the lowest
+// position of its followers. An idle tail costs one XREAD per followed slot per FollowPoll;
+// a live event reaches followers within FollowPoll plus one round trip.
 //
 // # Disk store
 //

@@ -1,5 +1,7 @@
 package recorder
 
+import "github.com/redis/go-redis/v9"
+
 // MemoryThreadCount reports how many threads s holds in memory, expired ones included.
 func MemoryThreadCount(s *MemoryStore) int {
 	s.mu.Lock()
@@ -9,3 +11,22 @@ func MemoryThreadCount(s *MemoryStore) int {
 
 // IndexTag exposes the hash naming an owner's thread index on a route.
 var IndexTag = indexTag
+
+// AddRedisHook adds h to both of s's command pools (the writer's and the reader's).
+func AddRedisHook(s *RedisStore, h redis.Hook) {
+	s.w.AddHook(h)
+	s.r.AddHook(h)
+}
+
+// KeySlot is keySlot for tests.
+func KeySlot(k string) uint16 { return keySlot(k) }
+
+// ScriptSHAs returns the SHA1 of every Lua script of the store, by file name.
+func ScriptSHAs() map[string]string {
+	return map[string]string{
+		"create_run.lua": createRunScript.Hash(), "append.lua": appendScript.Hash(),
+		"finish_run.lua": finishRunScript.Hash(), "delete_run.lua": deleteRunScript.Hash(),
+		"put_checkpoint.lua": putCheckpointScript.Hash(), "lease.lua": leaseScript.Hash(),
+		"stop.lua": stopScript.Hash(), "delete_thread.lua": deleteThreadScript.Hash(),
+	}
+}

@@ -108,3 +108,21 @@ func hashTag(k string) string {
 
 // ErrInvalidEpoch is returned for a Run whose Epoch is not a value made by NewEpoch.
 var ErrInvalidEpoch = errors.New("invalid epoch")
+
+// keySlot returns the Redis Cluster hash slot of k: CRC16 (XMODEM) of its hash tag, modulo
+// 16384, as Redis computes it.
+func keySlot(k string) uint16 {
+	var crc uint16
+	tag := hashTag(k)
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}

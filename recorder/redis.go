@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed" // Lua scripts
 	"errors"
 	"fmt"
@@ -68,9 +69,38 @@ var DefaultRedisReadPoolSize = 8 * runtime.GOMAXPROCS(0)
 
 // RedisConfig configures a RedisStore.
 type RedisConfig struct {
-	// URL is a redis:// or rediss:// URL (redis.ParseURL), e.g. the value of AGUI_REDIS_URL.
-	// Ignored when Options is set.
+	// URL is a redis:// or rediss:// URL (redis.ParseURL) of one server, e.g. the value of
+	// AGUI_REDIS_URL. Ignored when Options is set. Exactly one of URL/Options, ClusterAddrs
+	// and SentinelAddrs may be set.
 	URL string
+	// ClusterAddrs are seed addresses (host:port) of a Redis Cluster; the client learns the
+	// other nodes and the slot map from them.
+	ClusterAddrs []string
+	// SentinelAddrs are the addresses (host:port) of the sentinels watching SentinelMaster;
+	// the store talks to whichever server they name master and follows failovers.
+	SentinelAddrs []string
+	// SentinelMaster is the master's name in the sentinels' configuration.
+	SentinelMaster string
+	// SentinelPassword authenticates to the sentinels (the data nodes use Password).
+	SentinelPassword string
+	// Username and Password authenticate to the data nodes of every topology; with URL they
+	// replace the URL's user info when set.
+	Username, Password string
+	// TLS, when set, is used for every connection to the data nodes (and sentinels); with URL
+	// it replaces what the rediss:// scheme gave.
+	TLS *tls.Config
+	// DB selects the database (single server and Sentinel; Cluster has only 0). With URL it
+	// replaces the URL's path when not zero.
+	DB int
+	// WaitReplicas, when above zero, makes every Append and FinishRun end with WAIT
+	// WaitReplicas WaitTimeout on the connection that wrote: the call returns only once that
+	// many replicas hold the write, or fails with ErrNotReplicated (the write stays in the
+	// master and is retried). With Sync durability a client then sees an event only once it
+	// is on a replica, so a master that dies right after cannot take it along. Costs one
+	// replication round trip per call (see deploy/README.md).
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT (default DefaultWaitTimeout).
+	WaitTimeout time.Duration
 	// Prefix starts every key (default DefaultPrefix). It must not contain '{', '}',
 	// whitespace or control characters (ErrInvalidPrefix).
 	Prefix string
@@ -99,6 +129,11 @@ type RedisConfig struct {
 	// stays quiet before its status is read to notice its end. Zero, or more than
 	// DefaultFollowBlock: DefaultFollowBlock.
 	FollowBlock time.Duration
+	// FollowPoll is, on Redis Cluster only, the pause of the live tail after a read that
+	// returned nothing (XREAD cannot block across slots there; see Follow). It bounds the
+	// delay of a live event to a follower and sets the idle cost: one XREAD per followed hash
+	// slot per FollowPoll. Zero, or more than FollowBlock: DefaultFollowPoll.
+	FollowPoll time.Duration
 }
 
 // RedisStore is the Store on Redis (Streams for events, hashes and lists for metadata). All
@@ -112,13 +147,17 @@ type RedisStore struct {
 	prefix  string
 	ttlMs   int64
 	maxLen  int64
-	w, r    *redis.Client
+	w, r    redis.UniversalClient
+	spec    clientSpec
+	waitN   int   // WAIT this many replicas after each write (0: no WAIT)
+	waitMs  int64 // WAIT timeout
 	log     *slog.Logger
 	closed  atomic.Bool
 	nowFunc func() time.Time
 
 	followQueue int
 	followBlock time.Duration
+	followPoll  time.Duration
 	tailOpts    redis.Options // the tail client's options (see newTailer)
 	tailMu      sync.Mutex    // guards tail's creation and Close
 	tail        *tailer       // nil until the first Follow
@@ -137,27 +176,18 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
 	if cfg.TTL < 0 || cfg.MaxEventsPerRun < 0 {
 		return nil, fmt.Errorf("recorder: negative TTL %v or MaxEventsPerRun %d", cfg.TTL, cfg.MaxEventsPerRun)
 	}
-	var wo, ro, to redis.Options
-	if cfg.Options != nil {
-		wo, ro, to = *cfg.Options, *cfg.Options, *cfg.Options
-	} else {
-		if cfg.URL == "" {
-			return nil, errors.New("recorder: RedisConfig needs a URL or Options")
-		}
-		o, err := redis.ParseURL(cfg.URL)
-		if err != nil {
-			return nil, fmt.Errorf("recorder: parsing redis URL: %w", err)
-		}
-		o.ReadTimeout = DefaultRedisTimeout
-		o.WriteTimeout = DefaultRedisTimeout
-		o.DialTimeout = DefaultRedisTimeout
-		o.MaxRetries = DefaultRedisMaxRetries
-		o.PoolTimeout = DefaultRedisPoolTimeout
-		o.ContextTimeoutEnabled = true
-		o.MinIdleConns = 1
-		wo, ro, to = *o, *o, *o
+	if cfg.WaitReplicas < 0 || cfg.WaitTimeout < 0 {
+		return nil, fmt.Errorf("recorder: negative WaitReplicas %d or WaitTimeout %v", cfg.WaitReplicas, cfg.WaitTimeout)
+	}
+	spec, err := parseTopology(cfg)
+	if err != nil {
+		return nil, err
+	}
+	wo, ro, to := spec.single, spec.single, spec.single
+	if cfg.Options == nil {
 		// go-redis keeps pipelines (Append, the reads) in a dedicated pool next to the main
-		// one; both are bounded, so each client holds at most PoolSize + PipelinePoolSize.
+		// one; both are bounded, so each client holds at most PoolSize + PipelinePoolSize
+		// (per node on Cluster).
 		wo.PoolSize, wo.MaxActiveConns, wo.PipelinePoolSize = DefaultRedisWritePoolSize, DefaultRedisWritePoolSize, DefaultRedisWritePoolSize
 		ro.PoolSize, ro.MaxActiveConns, ro.PipelinePoolSize = DefaultRedisReadPoolSize, DefaultRedisReadPoolSize, DefaultRedisReadPoolSize
 	}
@@ -169,21 +199,31 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
 		prefix:  cfg.Prefix,
 		ttlMs:   cfg.TTL.Milliseconds(),
 		maxLen:  cfg.MaxEventsPerRun,
-		w:       redis.NewClient(&wo),
-		r:       redis.NewClient(&ro),
+		w:       spec.client(wo),
+		r:       spec.client(ro),
+		spec:    spec,
+		waitN:   cfg.WaitReplicas,
+		waitMs:  cfg.WaitTimeout.Milliseconds(),
 		log:     log,
 		nowFunc: time.Now,
 
 		followQueue: cfg.FollowQueue,
 		followBlock: cfg.FollowBlock,
+		followPoll:  cfg.FollowPoll,
 		tailOpts:    tailOptions(to),
 	}
 	s.co.c = s.r
+	if s.waitMs <= 0 {
+		s.waitMs = DefaultWaitTimeout.Milliseconds()
+	}
 	if s.followQueue <= 0 {
 		s.followQueue = DefaultFollowQueue
 	}
 	if s.followBlock <= 0 || s.followBlock > DefaultFollowBlock {
 		s.followBlock = DefaultFollowBlock
+	}
+	if s.followPoll <= 0 || s.followPoll > s.followBlock {
+		s.followPoll = min(DefaultFollowPoll, s.followBlock)
 	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
@@ -380,16 +420,17 @@ func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	firstKeys := make([]string, len(calls))
+	for i, c := range calls {
+		firstKeys[i] = c.keys[0]
+	}
 	run := func(eval bool) ([]redis.Cmder, error) {
-		return s.w.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range calls {
-				if eval {
-					appendScript.Eval(ctx, p, c.keys, c.args...)
-				} else {
-					appendScript.EvalSha(ctx, p, c.keys, c.args...)
-				}
+		return s.writePipeline(ctx, firstKeys, func(p redis.Pipeliner, i int) {
+			if eval {
+				appendScript.Eval(ctx, p, calls[i].keys, calls[i].args...)
+			} else {
+				appendScript.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
 			}
-			return nil
 		})
 	}
 	cmds, err := run(false)
@@ -417,9 +458,83 @@ func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
 	return nil
 }
 
+// writePipeline sends n writes (queue(p, i) queues the i-th, whose first key is firstKeys[i])
+// on the writer pool in one pipeline and returns their commands in order. With WaitReplicas
+// each pipeline ends with WAIT on the connection that carried the writes (WAIT covers what
+// that connection wrote): on Cluster that takes one pipeline per master owning the keys,
+// and a MOVED reply fails the call, which the Writer retries. A WAIT answered by fewer
+// replicas than required returns ErrNotReplicated.
+func (s *RedisStore) writePipeline(ctx context.Context, firstKeys []string, queue func(p redis.Pipeliner, i int)) ([]redis.Cmder, error) {
+	if s.waitN == 0 {
+		return s.w.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range firstKeys {
+				queue(p, i)
+			}
+			return nil
+		})
+	}
+	type group struct {
+		c       redis.Cmdable
+		indices []int
+	}
+	var groups []*group
+	if cc, ok := s.w.(*redis.ClusterClient); ok {
+		byAddr := map[string]*group{}
+		for i, k := range firstKeys {
+			node, err := cc.MasterForKey(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			g := byAddr[node.Options().Addr]
+			if g == nil {
+				g = &group{c: node}
+				byAddr[node.Options().Addr] = g
+				groups = append(groups, g)
+			}
+			g.indices = append(g.indices, i)
+		}
+	} else {
+		g := &group{c: s.w, indices: make([]int, len(firstKeys))}
+		for i := range firstKeys {
+			g.indices[i] = i
+		}
+		groups = []*group{g}
+	}
+	out := make([]redis.Cmder, len(firstKeys))
+	var firstErr error
+	for _, g := range groups {
+		var wait *redis.IntCmd
+		cmds, err := g.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range g.indices {
+				queue(p, i)
+			}
+			wait = redis.NewIntCmd(ctx, "wait", s.waitN, s.waitMs)
+			_ = p.Process(ctx, wait)
+			return nil
+		})
+		for j, i := range g.indices {
+			if j < len(cmds) {
+				out[i] = cmds[j]
+			}
+		}
+		if err == nil && wait.Val() < int64(s.waitN) {
+			err = fmt.Errorf("%d of %d replicas acknowledged within %dms: %w", wait.Val(), s.waitN, s.waitMs, ErrNotReplicated)
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		if cc, ok := s.w.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx)
+		}
+	}
+	return out, firstErr
+}
+
 func hasNoScript(cmds []redis.Cmder) bool {
 	for _, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+		if c != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
 			return true
 		}
 	}
@@ -435,8 +550,25 @@ func (s *RedisStore) FinishRun(ctx context.Context, threadID, runID string, stat
 	if err := s.check(); err != nil {
 		return err
 	}
-	err = finishRunScript.Run(ctx, s.w, []string{k.thread, k.runs, k.run, k.events},
-		string(status), detail, lastSeq, s.nowMs(), s.ttlMs, k.base).Err()
+	keys := []string{k.thread, k.runs, k.run, k.events}
+	args := []any{string(status), detail, lastSeq, s.nowMs(), s.ttlMs, k.base}
+	if s.waitN == 0 {
+		err = finishRunScript.Run(ctx, s.w, keys, args...).Err()
+	} else {
+		run := func(eval bool) ([]redis.Cmder, error) {
+			return s.writePipeline(ctx, keys[:1], func(p redis.Pipeliner, _ int) {
+				if eval {
+					finishRunScript.Eval(ctx, p, keys, args...)
+				} else {
+					finishRunScript.EvalSha(ctx, p, keys, args...)
+				}
+			})
+		}
+		var cmds []redis.Cmder
+		if cmds, err = run(false); err != nil && hasNoScript(cmds) {
+			_, err = run(true)
+		}
+	}
 	return scriptError(err, fmt.Sprintf("finishing run %q in thread %q", runID, threadID))
 }
 
@@ -711,3 +843,6 @@ func (s *RedisStore) Close() error {
 }
 
 var _ Store = (*RedisStore)(nil)
+
+// Topology returns how the store reaches Redis.
+func (s *RedisStore) Topology() Topology { return s.spec.topology }

@@ -23,7 +23,7 @@ const (
 // that turns hundreds of round trips (and pool waits that end in "connection pool timeout")
 // into a few pipelines. No goroutine is started: senders are callers.
 type coalescer struct {
-	c *redis.Client
+	c redis.UniversalClient
 
 	mu      sync.Mutex
 	queue   []*pipeCall

@@ -20,6 +20,9 @@ const (
 	// longest a new follower of a stream nobody else follows waits for its first live event
 	// when the wake-up (CLIENT UNBLOCK) races with the read.
 	DefaultFollowBlock = time.Second
+	// DefaultFollowPoll is RedisConfig.FollowPoll's default: on Redis Cluster a live event
+	// reaches a follower at most this long after it was stored (plus the read itself).
+	DefaultFollowPoll = 10 * time.Millisecond
 	// tailGrace is added to the block for the socket deadline of the XREAD, so a Redis that
 	// stops answering (frozen, network down) is noticed after block+tailGrace.
 	tailGrace = time.Second
@@ -143,6 +146,9 @@ func (s *RedisStore) TailPoolStats() *redis.PoolStats {
 	defer s.tailMu.Unlock()
 	if s.tail == nil {
 		return nil
+	}
+	if s.tail.cc != nil {
+		return s.tail.cc.PoolStats()
 	}
 	return s.tail.c.PoolStats()
 }
@@ -302,11 +308,14 @@ func (sub *redisSub) Close() error {
 }
 
 // tailer is a RedisStore's one live reader: a goroutine blocked in XREAD over every stream
-// that has followers, fanning entries out to their queues.
+// that has followers, fanning entries out to their queues. On Redis Cluster (cc set, c nil)
+// it cannot block: see readCluster.
 type tailer struct {
 	s     *RedisStore
-	c     *redis.Client
+	c     *redis.Client        // single server or Sentinel
+	cc    *redis.ClusterClient // Cluster
 	block time.Duration
+	poll  time.Duration // Cluster: the pause after a read that returned nothing
 
 	mu        sync.Mutex
 	streams   map[string]*tailStream // by events key
@@ -329,11 +338,16 @@ type tailStream struct {
 }
 
 func newTailer(s *RedisStore) *tailer {
-	o := s.tailOpts
 	t := &tailer{
-		s: s, c: redis.NewClient(&o), block: s.followBlock,
+		s: s, block: s.followBlock, poll: s.followPoll,
 		streams: map[string]*tailStream{}, wakeup: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	switch c := s.spec.client(s.tailOpts).(type) {
+	case *redis.ClusterClient:
+		t.cc = c
+	case *redis.Client:
+		t.c = c
 	}
 	go t.run()
 	return t
@@ -425,6 +439,9 @@ func (t *tailer) close() error {
 		}
 	}
 	t.mu.Unlock()
+	if t.cc != nil {
+		return t.cc.Close()
+	}
 	return t.c.Close()
 }
 
@@ -480,28 +497,37 @@ func (t *tailer) run() {
 				return
 			}
 		}
-		if conn == nil {
-			conn = t.c.Conn()
-			ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
-			id, err := conn.ClientID(ctx).Result()
-			cancel()
-			if err != nil {
-				t.endRead()
-				if !fail(err) {
-					return
+		var res []redis.XStream
+		var cmd tailCmdable
+		var err error
+		if t.cc != nil {
+			cmd = t.cc
+			res, err = t.readCluster(keys, sps)
+		} else {
+			if conn == nil {
+				conn = t.c.Conn()
+				ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
+				id, err := conn.ClientID(ctx).Result()
+				cancel()
+				if err != nil {
+					t.endRead()
+					if !fail(err) {
+						return
+					}
+					continue
 				}
-				continue
+				t.connID.Store(id)
 			}
-			t.connID.Store(id)
+			cmd = conn
+			args := make([]string, 0, 2*len(keys))
+			args = append(args, keys...)
+			for _, k := range keys {
+				args = append(args, seqID(sps[k]))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
+			res, err = conn.XRead(ctx, &redis.XReadArgs{Streams: args, Count: tailReadCount, Block: t.block}).Result()
+			cancel()
 		}
-		args := make([]string, 0, 2*len(keys))
-		args = append(args, keys...)
-		for _, k := range keys {
-			args = append(args, seqID(sps[k]))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
-		res, err := conn.XRead(ctx, &redis.XReadArgs{Streams: args, Count: tailReadCount, Block: t.block}).Result()
-		cancel()
 		t.endRead()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			if !fail(err) {
@@ -509,13 +535,13 @@ func (t *tailer) run() {
 			}
 			continue
 		}
-		if err := t.dispatch(conn, res, sps); err != nil {
+		if err := t.dispatch(cmd, res, sps); err != nil {
 			if !fail(err) {
 				return
 			}
 			continue
 		}
-		if err := t.checkQuiet(conn); err != nil {
+		if err := t.checkQuiet(cmd); err != nil {
 			if !fail(err) {
 				return
 			}
@@ -526,7 +552,75 @@ func (t *tailer) run() {
 			failing = false
 		}
 		backoff = 0
+		if t.cc != nil && len(res) == 0 && !t.pause() {
+			return
+		}
 	}
+}
+
+// tailCmdable is what dispatch and checkQuiet need: the tail's connection (single server,
+// Sentinel) or the tail's cluster client.
+type tailCmdable interface {
+	HGet(ctx context.Context, key, field string) *redis.StringCmd
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// pause waits for the poll interval, a newly joined stream, or the stop; false on stop.
+func (t *tailer) pause() bool {
+	timer := time.NewTimer(t.poll)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-t.wakeup:
+	case <-t.stop:
+		return false
+	}
+	return true
+}
+
+// readCluster reads the followed streams on Redis Cluster. One XREAD may only name keys of
+// one hash slot (CROSSSLOT otherwise, even when one node owns all of them), and a blocking
+// XREAD holds its connection, so the tail groups the streams by slot and sends one
+// non-blocking XREAD per slot, all in one pipeline: go-redis splits it by the master that
+// owns each slot and sends the parts to the masters in parallel, one connection each, and
+// follows MOVED and ASK replies (slot migrations, failovers) with a reload of its slot map.
+// A read that returns nothing is followed by a pause of FollowPoll (cut short when a stream
+// joins), so an idle tail costs one command per followed slot per FollowPoll.
+func (t *tailer) readCluster(keys []string, sps map[string]int64) ([]redis.XStream, error) {
+	groups := map[uint16][]string{}
+	for _, k := range keys {
+		slot := keySlot(k)
+		groups[slot] = append(groups[slot], k)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
+	defer cancel()
+	cmds := make([]*redis.XStreamSliceCmd, 0, len(groups))
+	_, err := t.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, g := range groups {
+			args := make([]string, 0, 2*len(g))
+			args = append(args, g...)
+			for _, k := range g {
+				args = append(args, seqID(sps[k]))
+			}
+			cmds = append(cmds, p.XRead(ctx, &redis.XReadArgs{Streams: args, Count: tailReadCount, Block: -1}))
+		}
+		return nil
+	})
+	var res []redis.XStream
+	for _, c := range cmds {
+		switch cerr := c.Err(); {
+		case cerr == nil:
+			res = append(res, c.Val()...)
+		case !errors.Is(cerr, redis.Nil):
+			t.cc.ReloadState(ctx)
+			return nil, cerr
+		}
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.cc.ReloadState(ctx)
+		return nil, err
+	}
+	return res, nil
 }
 
 // snapshot returns the followed streams and, for each, the lowest position of its followers
@@ -568,7 +662,7 @@ func (t *tailer) endRead() {
 // entry after its position) and has not got it yet. Entries missing between a follower's
 // position and the reply's first entry are either a recorded gap (delivered across) or were
 // trimmed by MaxEventsPerRun before the tail read them (ErrSlowSubscriber).
-func (t *tailer) dispatch(conn *redis.Conn, res []redis.XStream, sps map[string]int64) error {
+func (t *tailer) dispatch(conn tailCmdable, res []redis.XStream, sps map[string]int64) error {
 	var gapsOf map[string][]Gap
 	for _, st := range res {
 		if len(st.Messages) == 0 {
@@ -684,7 +778,7 @@ func covered(gaps []Gap, from, to int64) bool {
 // checkQuiet reads the metadata of the followed runs that received nothing for half a block
 // (and were not checked for as long), in one pipeline, and ends the followers whose run
 // ended (io.EOF once they have everything) or lost its data (ErrRunNotFound).
-func (t *tailer) checkQuiet(conn *redis.Conn) error {
+func (t *tailer) checkQuiet(conn tailCmdable) error {
 	now := time.Now()
 	quiet := t.block / 2
 	t.mu.Lock()

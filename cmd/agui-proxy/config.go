@@ -54,6 +54,19 @@ type config struct {
 	PprofListen     string        `env:"AGUI_PPROF_LISTEN" desc:"address of a separate listener serving net/http/pprof (empty: off); keep it private"`
 	LogLevel        string        `env:"AGUI_LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
 	LogFormat       string        `env:"AGUI_LOG_FORMAT" envDefault:"text" desc:"text or json"`
+
+	// The Redis topology and connection settings: redisconfig.go.
+	RedisClusterAddrs     string        `env:"AGUI_REDIS_CLUSTER_ADDRS" desc:"Redis Cluster instead of AGUI_REDIS_URL: comma-separated seed addresses host:port,host:port"`
+	RedisSentinelAddrs    string        `env:"AGUI_REDIS_SENTINEL_ADDRS" desc:"Redis Sentinel instead of AGUI_REDIS_URL: comma-separated sentinel addresses host:port,host:port (with AGUI_REDIS_SENTINEL_MASTER)"`
+	RedisSentinelMaster   string        `env:"AGUI_REDIS_SENTINEL_MASTER" desc:"name of the master the sentinels watch"`
+	RedisSentinelPassword string        `env:"AGUI_REDIS_SENTINEL_PASSWORD" desc:"password of the sentinels (the data nodes use AGUI_REDIS_PASSWORD)"`
+	RedisUsername         string        `env:"AGUI_REDIS_USERNAME" desc:"Redis ACL user, all topologies (replaces the URL's)"`
+	RedisPassword         string        `env:"AGUI_REDIS_PASSWORD" desc:"Redis password, all topologies (replaces the URL's)"`
+	RedisTLS              bool          `env:"AGUI_REDIS_TLS" envDefault:"false" desc:"TLS to Redis, all topologies (rediss:// turns it on for a URL)"`
+	RedisTLSCA            string        `env:"AGUI_REDIS_TLS_CA_FILE" desc:"PEM file of the CA that signed the Redis servers' certificates (empty: system roots)"`
+	RedisDB               int           `env:"AGUI_REDIS_DB" envDefault:"0" desc:"Redis database number, single server and Sentinel (Cluster has only 0); replaces the URL's when not 0"`
+	RedisWaitReplicas     int           `env:"AGUI_REDIS_WAIT_REPLICAS" envDefault:"0" desc:"with AGUI_DURABILITY=sync: an event counts as stored only once this many replicas have it (WAIT after each write); 0: the master's memory"`
+	RedisWaitTimeout      time.Duration `env:"AGUI_REDIS_WAIT_TIMEOUT" envDefault:"1s" desc:"longest a write waits for AGUI_REDIS_WAIT_REPLICAS (then it is retried)"`
 }
 
 // loadConfig reads the configuration from environ (nil: the process environment) and
@@ -105,8 +118,11 @@ func (c config) validate() error {
 	if c.MemoryMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("AGUI_MEMORY_MAX_BYTES %d is negative", c.MemoryMaxBytes))
 	}
-	if c.RedisURL != "" && c.StorePath != "" {
-		errs = append(errs, errors.New("AGUI_REDIS_URL and AGUI_STORE_PATH are both set: choose one store"))
+	if c.redisEnabled() && c.StorePath != "" {
+		errs = append(errs, errors.New("AGUI_STORE_PATH and a Redis store (AGUI_REDIS_URL, AGUI_REDIS_CLUSTER_ADDRS or AGUI_REDIS_SENTINEL_ADDRS) are both set: choose one store"))
+	}
+	if _, err := c.redisConfig(); err != nil {
+		errs = append(errs, err)
 	}
 	if strings.ContainsAny(c.RedisPrefix, "{} \t\r\n") || c.RedisPrefix == "" {
 		errs = append(errs, fmt.Errorf("AGUI_REDIS_PREFIX %q must be non-empty without braces or spaces", c.RedisPrefix))

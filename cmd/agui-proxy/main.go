@@ -193,8 +193,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 }
 
 func storeName(cfg config) string {
+	rc, _ := cfg.redisConfig()
 	switch {
-	case cfg.RedisURL != "":
+	case len(rc.ClusterAddrs) > 0:
+		return "redis-cluster"
+	case len(rc.SentinelAddrs) > 0:
+		return "redis-sentinel"
+	case cfg.redisEnabled():
 		return "redis"
 	case cfg.StorePath != "":
 		return "disk"
@@ -202,10 +207,11 @@ func storeName(cfg config) string {
 	return "memory"
 }
 
-// openStore returns the configured store: Redis when AGUI_REDIS_URL is set, the embedded
-// disk store when AGUI_STORE_PATH is, else memory.
+// openStore returns the configured store: Redis when a Redis topology is configured (a URL,
+// Cluster seed addresses or sentinels), the embedded disk store when AGUI_STORE_PATH is, else
+// memory.
 func openStore(ctx context.Context, cfg config, log *slog.Logger) (recorder.Store, error) {
-	if cfg.RedisURL == "" && cfg.StorePath != "" {
+	if !cfg.redisEnabled() && cfg.StorePath != "" {
 		s, err := recorder.OpenDiskStore(ctx, recorder.DiskConfig{
 			Dir: cfg.StorePath, TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMax), Logger: log,
 		})
@@ -214,13 +220,16 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (recorder.Stor
 		}
 		return s, nil
 	}
-	if cfg.RedisURL == "" {
-		log.Warn("no AGUI_REDIS_URL or AGUI_STORE_PATH: recording in memory; history is lost on restart and not shared between replicas")
+	if !cfg.redisEnabled() {
+		log.Warn("no Redis store (AGUI_REDIS_URL, AGUI_REDIS_CLUSTER_ADDRS, AGUI_REDIS_SENTINEL_ADDRS) or AGUI_STORE_PATH: recording in memory; history is lost on restart and not shared between replicas")
 		return recorder.NewMemoryStore(recorder.MemoryConfig{TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMax), MaxBytes: cfg.MemoryMaxBytes}), nil
 	}
-	s, err := recorder.NewRedisStore(ctx, recorder.RedisConfig{
-		URL: cfg.RedisURL, Prefix: cfg.RedisPrefix, TTL: cfg.RetentionTTL, MaxEventsPerRun: cfg.RetentionMax, Logger: log,
-	})
+	rc, err := cfg.redisConfig()
+	if err != nil {
+		return nil, err
+	}
+	rc.Logger = log
+	s, err := recorder.NewRedisStore(ctx, rc)
 	if err != nil {
 		return nil, fmt.Errorf("opening the Redis store: %w", err)
 	}

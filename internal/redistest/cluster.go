@@ -326,9 +326,11 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// Client returns a cluster client seeded with every node; the caller closes it.
+// Client returns a cluster client seeded with every node that reloads its slot map every
+// second while in use (go-redis's default, a minute, would keep a killed master's slots on it);
+// the caller closes it.
 func (c *Cluster) Client() *redis.ClusterClient {
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: time.Second})
 }
 
 // nodeInfo is one line of CLUSTER NODES.

@@ -52,8 +52,12 @@ func TestClusterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Wait(ctx, 1, time.Second).Err(); err != nil {
-		t.Logf("WAIT: %v", err)
+	node, err := cl.MasterForKey(ctx, "{k}1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := node.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 on the master = %d, %v", n, err) // else the failover may lose the key
 	}
 	m.Kill()
 	WaitFor(t, 30*time.Second, "a replica to serve {k}1", func() bool {

@@ -165,7 +165,7 @@ func TestRedisWaitReplicas(t *testing.T) {
 			var batches []recorder.Batch
 			for i := range 8 { // threads on every master of the cluster
 				r := recorder.Run{ThreadID: fmt.Sprintf("th%d", i), RunID: "r", Epoch: recorder.NewEpoch()}
-				if _, err := s.CreateRun(ctx, r); err != nil {
+				if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				batches = append(batches, recorder.Batch{Run: r, Events: []recorder.Event{{Seq: 1, Type: "A", Frame: []byte("x")}}})

@@ -56,8 +56,9 @@ type Config struct {
 	// still kept). Attach and resume then have nothing to serve: it exists to measure what
 	// recording costs.
 	DisableRecording bool
-	// RecorderBuffer bounds the events waiting to be stored across all runs
-	// (default recorder.DefaultMaxBufferedEvents).
+	// RecorderBuffer bounds the events waiting to be stored across the runs of this Handler (one
+	// route: every Handler has its own recorder.Writer). Default
+	// recorder.DefaultMaxBufferedEvents.
 	RecorderBuffer int
 	// RecorderFullWait is how long a run waits for room in a full recorder buffer while the
 	// store makes no progress, before its events are dropped with a gap (zero:

@@ -28,7 +28,7 @@ type config struct {
 	RetentionTTL    time.Duration `env:"AGUI_RETENTION_TTL" envDefault:"0s" desc:"how long a thread's records live after its last write (0: forever)"`
 	RetentionMax    int64         `env:"AGUI_RETENTION_MAX_EVENTS" envDefault:"0" desc:"events kept per run, oldest trimmed first (0: all)"`
 	Durability      string        `env:"AGUI_DURABILITY" envDefault:"async" desc:"async: forward at once, record in the background; sync: forward an event only once it is stored"`
-	RecorderBuffer  int           `env:"AGUI_RECORDER_BUFFER" envDefault:"65536" desc:"events that may wait for the store, across runs; when full, runs are slowed to the store's pace"`
+	RecorderBuffer  int           `env:"AGUI_RECORDER_BUFFER" envDefault:"65536" desc:"events that may wait for the store, across the runs of one route (each route has its own recorder); when full, runs are slowed to the store's pace"`
 	RecorderWait    time.Duration `env:"AGUI_RECORDER_FULL_WAIT" envDefault:"10s" desc:"how long runs wait for room in a full recorder buffer while the store makes no progress (down or hung) before events are dropped and the run marked with a gap; negative: drop at once"`
 	IdentityHeader  string        `env:"AGUI_IDENTITY_HEADER" desc:"trusted header naming the caller (set by your auth gateway); threads are owned by it. Empty: single-tenant"`
 	RequireIdentity string        `env:"AGUI_REQUIRE_IDENTITY" desc:"with AGUI_IDENTITY_HEADER: true (the default then) answers every request without an identity 401, false forwards those that are not runs to the agent untouched"`

@@ -22,7 +22,7 @@ import (
 func TestThreadAttachEveryScenario(t *testing.T) {
 	e := newEnv(t, proxy.Config{})
 	store := e.h.Store()
-	for _, sc := range []string{"chat", "tools", "parallel", "state", "reasoning", "steps", "activity", "snapshot", "chunks", "custom", "unicode", "error", "thinking"} {
+	for _, sc := range []string{"chat", "tools", "parallel", "state", "reasoning", "steps", "activity", "snapshot", "fidelity", "chunks", "custom", "unicode", "error", "thinking"} {
 		t.Run(sc, func(t *testing.T) {
 			thread := "th-" + sc
 			var raw []event

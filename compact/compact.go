@@ -92,9 +92,14 @@ type run struct {
 //     RAW, REASONING_START/END, SUBAGENT_*, unknown types) pass through in their run;
 //   - the last run that has a RUN_STARTED carries one MESSAGES_SNAPSHOT with every message
 //     (user messages included) and one STATE_SNAPSHOT folded across the whole thread;
+//   - where a delta could end differently in the browser build, the Node build or an RFC 6902
+//     client (fold.go), the fold stops: the STATE_SNAPSHOT (or the activity message in the
+//     MESSAGES_SNAPSHOT) holds the document before that delta, and the raw deltas from it on
+//     follow the snapshot;
 //   - if the last run is still in progress, each open message, tool call and reasoning
 //     message is re-opened after the snapshot with a START (or a CHUNK, if it was streaming
-//     through chunks) with the same id, so the live tail continues it.
+//     through chunks) with the same id, so the live tail continues it, including those a
+//     MESSAGES_SNAPSHOT removed while the client's verifier still has them open.
 //
 // Bad input: a stream the official client would reject returns a *StreamError (wrapping
 // ErrRejected), input past a limit a *LimitError; callers replay such threads raw. A delta

@@ -54,6 +54,7 @@ var scenarios = map[string]scenario{
 	"steps":        {script: stepsScript},
 	"activity":     {script: activityScript},
 	"snapshot":     {script: snapshotScript},
+	"fidelity":     {script: fidelityScript},
 	"chunks":       {script: chunksScript},
 	"custom":       {script: customScript},
 	"unicode":      {script: unicodeScript},
@@ -264,6 +265,38 @@ func activityScript(e *emitter) {
 			i*25, i)))
 	}
 	e.text(e.id("msg", 1), "Indexing ", "done.")
+	e.runFinished()
+}
+
+// fidelityScript: the streams a careless compaction gets wrong (docs/compaction.md). A tool
+// call streams while a MESSAGES_SNAPSHOT keeps its message without calls (the verifier still
+// has it open, so its END is valid); state deltas whose move lands past the end after its
+// inner remove, that copy an array into itself, and that write into a string (the browser
+// build of the client rejects that delta, the Node build ignores the write); the same on
+// activity content.
+func fidelityScript(e *emitter) {
+	e.runStarted()
+	call := e.id("call", 1)
+	e.emit(typeToolStart, "toolCallId", call, "toolCallName", "plan")
+	e.emit(typeToolArgs, "toolCallId", call, "delta", `{"steps":`)
+	msgs := make([]any, 0, len(e.in.Messages)+1)
+	for _, m := range e.in.Messages {
+		msgs = append(msgs, compactRaw(m))
+	}
+	msgs = append(msgs, obj("id", call, "role", "assistant", "toolCalls", raw(`[]`)))
+	e.emit(typeMessagesSnapshot, "messages", raw(joinArray(msgs)))
+	e.emit(typeToolArgs, "toolCallId", call, "delta", `3}`)
+	e.emit(typeToolEnd, "toolCallId", call)
+	e.emit(typeStateSnapshot, "snapshot", raw(`{"k":[298,"漢字"],"items":["",-737,"hello",740],"list":[{},"s"]}`))
+	e.emit(typeStateDelta, "delta", raw(`[{"op":"move","from":"/k/1","path":"/k/2"}]`))
+	e.emit(typeStateDelta, "delta", raw(`[{"op":"copy","from":"/items","path":"/items/3"}]`))
+	e.emit(typeStateDelta, "delta", raw(`[{"op":"move","from":"/list/0","path":"/list/0/n"}]`))
+	e.emit(typeStateDelta, "delta", raw(`[{"op":"add","path":"/after","value":1}]`))
+	a := e.id("activity", 1)
+	e.emit(typeActivitySnapshot, "messageId", a, "activityType", "plan", "content", raw(`{"list":[{},"s"],"k":[1,2]}`))
+	e.emit(typeActivityDelta, "messageId", a, "activityType", "plan", "patch", raw(`[{"op":"move","from":"/k/1","path":"/k/2"}]`))
+	e.emit(typeActivityDelta, "messageId", a, "activityType", "plan", "patch", raw(`[{"op":"move","from":"/list/0","path":"/list/0/n"}]`))
+	e.text(e.id("msg", 1), "Planned ", "in 3 steps.")
 	e.runFinished()
 }
 

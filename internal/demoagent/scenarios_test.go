@@ -169,7 +169,7 @@ func TestScenariosSorted(t *testing.T) {
 		t.Errorf("Scenarios() = %v, want all %d names sorted", got, len(scenarios))
 	}
 	for _, want := range []string{"chat", "tools", "parallel", "state", "thinking", "reasoning", "steps",
-		"activity", "snapshot", "chunks", "custom", "unicode", "error", "noend", "slow", "large", "bench",
+		"activity", "snapshot", "fidelity", "chunks", "custom", "unicode", "error", "noend", "slow", "large", "bench",
 		"crlf", "unterminated"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("Scenarios() lacks %q", want)

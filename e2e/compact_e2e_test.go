@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agui-proxy/agui-proxy/compact"
@@ -142,23 +143,23 @@ func TestCompactCrossLanguage(t *testing.T) {
 		}
 		compactWriteCase(t, dir, "demo-"+sc.name, sc.events)
 	}
-	compactRunCheck(t, node, "compact-check.mjs", dir)
-	compactRunCheck(t, node, filepath.Join("browser", "compact-check.mjs"), dir)
-}
-
-// compactRunCheck runs one of the two builds of the check on every case of dir: the Node
-// runner (the client's CommonJS build) or the browser runner (the ES module build bundled
-// with esbuild, in headless Chromium).
-func compactRunCheck(t *testing.T, node, script, dir string) {
-	t.Helper()
-	if strings.HasPrefix(script, "browser") {
-		compactRequireBrowser(t)
+	compactRequireBrowser(t)
+	// The two builds run side by side (two processes, one per core).
+	scripts := []string{"compact-check.mjs", filepath.Join("browser", "compact-check.mjs")}
+	outs := make([][]byte, len(scripts))
+	errs := make([]error, len(scripts))
+	var wg sync.WaitGroup
+	for i, script := range scripts {
+		wg.Go(func() {
+			outs[i], errs[i] = exec.CommandContext(t.Context(), node, script, dir).CombinedOutput()
+		})
 	}
-	cmd := exec.CommandContext(t.Context(), node, script, dir)
-	out, err := cmd.CombinedOutput()
-	t.Logf("%s: %s", script, compactLastLines(string(out), 1))
-	if err != nil {
-		t.Fatalf("node %s: %v\n%s", script, err, compactFirstLines(string(out), 60))
+	wg.Wait()
+	for i, script := range scripts {
+		t.Logf("%s: %s", script, compactLastLines(string(outs[i]), 1))
+		if errs[i] != nil {
+			t.Errorf("node %s: %v\n%s", script, errs[i], compactFirstLines(string(outs[i]), 60))
+		}
 	}
 }
 

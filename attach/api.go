@@ -60,7 +60,9 @@ type ExportDoc struct {
 	Runs          []ExportRun `json:"runs"`
 }
 
-// ExportRun is one run of an ExportDoc with its events as JSON, in order.
+// ExportRun is one run of an ExportDoc with its recorded frames, in order: each event as its
+// JSON, a frame whose data is JSON but not an event as that JSON, and a frame whose data is not
+// JSON as {"agui-proxy.frame": "<data>"} (RawFrameKey).
 type ExportRun struct {
 	RunView
 	EventList []json.RawMessage `json:"eventList"`
@@ -160,8 +162,10 @@ func (h *Handler) serveExport(w http.ResponseWriter, r *http.Request) {
 		}
 		er := ExportRun{RunView: runView(run), EventList: make([]json.RawMessage, 0, len(recs))}
 		for _, rec := range recs {
-			if data, err := thread.FrameData(rec.Frame); err == nil && json.Valid(data) {
-				er.EventList = append(er.EventList, json.RawMessage(data))
+			// Every recorded frame is exported (see exportFrame), so the document re-imports
+			// to the same thread.
+			if data, err := thread.FrameData(rec.Frame); err == nil {
+				er.EventList = append(er.EventList, exportFrame(data))
 			}
 		}
 		doc.Runs = append(doc.Runs, er)
@@ -286,11 +290,11 @@ func validateImport(doc ExportDoc) ([]recorder.Batch, error) {
 		b := recorder.Batch{Run: recorder.Run{RunID: er.RunID, ParentRunID: er.ParentRunID, Status: status, Detail: er.Detail,
 			CreatedAt: er.CreatedAt, UpdatedAt: er.UpdatedAt}}
 		for j, raw := range er.EventList {
-			t, ok := agui.EventType(raw)
-			if !ok {
-				return nil, bad("run %q event %d is not a JSON event with a type", er.RunID, j)
+			data, t, err := importFrame(raw)
+			if err != nil {
+				return nil, bad("run %q event %d: %v", er.RunID, j, err)
 			}
-			b.Events = append(b.Events, recorder.Event{Seq: int64(j + 1), Type: t, Frame: compactJSON(raw)})
+			b.Events = append(b.Events, recorder.Event{Seq: int64(j + 1), Type: t, Frame: data})
 		}
 		batches = append(batches, b)
 	}

@@ -124,6 +124,21 @@ func TestResumeOfficialClient(t *testing.T) {
 	requireResumed(t, "resume-scenarios(memory store)", scen, out, err)
 }
 
+// TestResumeOfficialClientDiskStore is TestResumeOfficialClient on the embedded disk store
+// (AGUI_STORE_PATH): the same cuts and reattachments, answered from the bbolt file.
+func TestResumeOfficialClientDiskStore(t *testing.T) {
+	requireOfficialClient(t)
+	store, err := recorder.OpenDiskStore(t.Context(), recorder.DiskConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	proxied := startResumeProxy(t, startDemo(t), store)
+	scen := harnessScenarios()
+	out, err := runResumeHarness(t, proxied, proxied, scen)
+	requireResumed(t, "resume-scenarios(disk store)", scen, out, err)
+}
+
 // tamperStream forwards every request to target (same path and query) and passes each
 // response chunk through f as it arrives, so streams stay live.
 func tamperStream(t testing.TB, target string, f func([]byte) []byte) string {

@@ -15,8 +15,8 @@ demo: build ## the demo agent on DEMO_LISTEN (:8000) and the proxy in front of i
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 	./scripts/fuzz.sh $(or $(FUZZTIME),30s)
 
-bench: ## Go benchmarks of the hot paths
-	$(GO) test -run '^$$' -bench . -benchmem ./sse ./agui ./compact ./recorder ./proxy
+bench: ## Go benchmarks of the hot paths (every package that has benchmarks)
+	$(GO) test -run '^$$' -bench . -benchmem ./sse ./agui ./compact ./recorder ./proxy ./attach ./cmd/agui-proxy
 
 clean:
 	rm -rf bin

@@ -31,7 +31,7 @@ const { values: opts } = parseArgs({
     "live-run": { type: "string" },
     "run-url": { type: "string" },
     shots: { type: "string" },
-    timeout: { type: "string", default: "30000" },
+    timeout: { type: "string", default: "90000" },
     chromium: { type: "string", default: "/usr/bin/chromium" },
   },
 });
@@ -154,7 +154,10 @@ try {
   check(await page.isVisible("#stop"), "the Stop button shows for a running run");
   await page.waitForFunction(() => document.querySelector("#messages li[data-role=assistant]")?.textContent.length > 40);
   await page.screenshot({ path: join(opts.shots, "inspector-live.png"), fullPage: false });
-  await page.click("#stop");
+  observed.live.beforeStop = await page.evaluate(() => ({ status: document.getElementById("run-status").textContent, stopHidden: document.getElementById("stop").hidden }));
+  // A DOM click: on a loaded machine Playwright's actionability checks (stable for two animation
+  // frames) can starve while the page renders a fast stream; visibility is checked above.
+  await page.evaluate(() => document.getElementById("stop").click());
   await page.waitForFunction(() => document.querySelector('#events tbody tr[data-type="RUN_ERROR"]'));
   await page.waitForFunction(() => !document.getElementById("run-status").textContent.startsWith("running"));
   observed.live.error = await page.textContent('#events tbody tr[data-type="RUN_ERROR"] td.detail');

@@ -101,7 +101,9 @@ const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript; ch
  * A relay in front of target (the proxy). A request with the header
  * `x-test-cut: <token>;<EVENT_TYPE>;<n>` has its response cut in the middle of the n-th frame
  * of that event type: the bytes before are sent, then the client socket is destroyed. Each
- * token cuts once; later requests with it pass through (the resume). GET /__app/<file> serves
+ * token cuts once; later requests with it pass through (the resume). With
+ * `x-test-epoch: <token>` as well, the ids of that first response get another epoch, as if the
+ * store had lost and re-created the run: the resume cannot be exact. GET /__app/<file> serves
  * files from staticDir (the browser page), so the page and the proxy share an origin.
  * `refuse = true` makes it destroy every new connection (a proxy that is down).
  */
@@ -134,6 +136,17 @@ export async function startRelay(target, staticDir) {
     }
     const headers = { ...req.headers };
     delete headers["x-test-cut"];
+    delete headers["x-test-epoch"];
+    const rewrite = cut && req.headers["x-test-epoch"] !== undefined;
+    let carry = "";
+    // Rewrites complete lines only (an id line split across chunks waits for its end).
+    const epochs = (chunk, end = false) => {
+      if (!rewrite) return chunk;
+      const text = carry + chunk.toString("utf8");
+      const cutAt = end ? text.length : text.lastIndexOf("\n") + 1;
+      carry = text.slice(cutAt);
+      return Buffer.from(text.slice(0, cutAt).replace(/^(id: .*:)[a-z2-7]{8}(:\d+)$/gm, "$1aaaaaaaa$2"));
+    };
     requests.push({ method: req.method, url: req.url, lastEventId: req.headers["last-event-id"], cut: !!cut });
     const up = http.request(
       { host: t.hostname, port: t.port, method: req.method, path: req.url, headers },
@@ -142,7 +155,8 @@ export async function startRelay(target, staticDir) {
         res.flushHeaders();
         let seen = Buffer.alloc(0);
         let written = 0;
-        upRes.on("data", (chunk) => {
+        upRes.on("data", (raw) => {
+          const chunk = epochs(raw);
           if (!cut) {
             res.write(chunk);
             return;
@@ -169,7 +183,7 @@ export async function startRelay(target, staticDir) {
           // Let the bytes reach the client, then kill the connection.
           setTimeout(() => req.socket.destroy(), 20);
         });
-        upRes.on("end", () => res.end());
+        upRes.on("end", () => res.end(epochs(Buffer.alloc(0), true)));
         upRes.on("error", () => res.destroy());
       },
     );

@@ -13,6 +13,7 @@ import {
   backoffDelay,
   parseEventId,
   RESUME_FAILED,
+  RESUME_FAILED_CODE,
   REPLAY_COMPLETE,
 } from "../dist/index.mjs";
 import { normalizeEvents, scenarioInput, startRelay, startServers } from "./harness.mjs";
@@ -188,6 +189,36 @@ describe("proxy endpoints", () => {
     assert.deepEqual(codes, ["CANCELLED"]);
     const list = await agent.threads();
     assert.ok(list === undefined || Array.isArray(list.threads), "the thread list is absent or a list");
+  });
+});
+
+describe("resume_failed", () => {
+  test("an id the proxy cannot resume from exactly: the run is closed, resume_failed reaches the app, the history follows", async () => {
+    const runId = uniq("run");
+    const want = await baseline(runId, "tools", 15);
+    const threadId = uniq("epoch");
+    const token = uniq("tok");
+    const agent = new ResumableHttpAgent({
+      url: relay.url,
+      threadId,
+      // The first response's ids carry a foreign epoch (as after the store lost the run).
+      headers: { "x-test-cut": `${token};TOOL_CALL_ARGS;2`, "x-test-epoch": token },
+      reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
+    });
+    const customs = [];
+    const errors = [];
+    await runWith(agent, runId, "tools", 15, {
+      onCustomEvent: ({ event }) => void customs.push(event.name),
+      onRunErrorEvent: ({ event }) => void errors.push(event.code),
+    });
+    assert.ok(relay.cuts.some((c) => c.token === token), "the relay cut the connection");
+    const resumed = relay.requests.filter((r) => r.method === "POST" && r.lastEventId?.includes(":aaaaaaaa:"));
+    assert.equal(resumed.length, 1, "the client resumed from the id it was given");
+    assert.ok(customs.includes(RESUME_FAILED), `resume_failed reached the subscriber (customs: ${customs})`);
+    assert.deepEqual(errors, [RESUME_FAILED_CODE], "the interrupted run was closed with RUN_ERROR RESUME_FAILED");
+    // The full history replaces messages and state: the uninterrupted run's result.
+    assert.deepEqual(agent.messages, want.messages);
+    assert.deepEqual(agent.state, want.state);
   });
 });
 

@@ -181,3 +181,39 @@ func TestOpenStreams(t *testing.T) {
 		t.Fatalf("OpenStreams = %v, %v, want %v", got, err, want)
 	}
 }
+
+// TestFoldStopsWhereUnmodeled checks that a move or copy whose from pointer steps into an
+// array with a key that is not an index (the client's probe ignores that error and reads
+// "length") is not folded: the delta follows the snapshot raw.
+func TestFoldStopsWhereUnmodeled(t *testing.T) {
+	var events []Event
+	for _, l := range []string{
+		`{"type":"RUN_STARTED","threadId":"t","runId":"r"}`,
+		`{"type":"STATE_SNAPSHOT","snapshot":{"a":[1,2]}}`,
+		`{"type":"STATE_DELTA","delta":[{"op":"copy","from":"/a/length","path":"/n"}]}`,
+		`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/b","value":1}]}`,
+		`{"type":"RUN_FINISHED","threadId":"t","runId":"r"}`,
+	} {
+		e, err := ParseEvent([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	out, err := Compact(events, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"RUN_STARTED", "STATE_SNAPSHOT", "STATE_DELTA", "STATE_DELTA", "RUN_FINISHED"}
+	if len(out) != len(want) {
+		t.Fatalf("Compact = %s, want types %v", dump(out), want)
+	}
+	for i, e := range out {
+		if e.Type != want[i] {
+			t.Fatalf("Compact = %s, want types %v", dump(out), want)
+		}
+	}
+	if string(out[1].Raw) != `{"type":"STATE_SNAPSHOT","snapshot":{"a":[1,2]}}` {
+		t.Errorf("snapshot = %s, want the state before the delta", out[1].Raw)
+	}
+}

@@ -13,6 +13,10 @@ package compact
 //     for deltas whose operations fall in the shapes where RFC semantics and fast-json-patch
 //     can differ (divergentShape), so the common delta costs nothing more.
 //
+// A move or copy that goes where the mirror of fast-json-patch is not exact
+// (patcher.unmodeled: a from pointer through an array's "length", a value left in an array
+// property) stops the fold as well, so the client's own applier decides.
+//
 // At the first delta where they could differ, the fold stops: the snapshot carries the state
 // (or the activity message) as it stood before that delta, and that delta and every later one
 // travel raw after the snapshot until a STATE_SNAPSHOT (an ACTIVITY_SNAPSHOT that replaces the
@@ -173,7 +177,7 @@ func (r *reducer) foldDelta(doc any, patch any, rawPatch []byte, check bool) (ne
 		return doc, false, false, nil, perr
 	}
 	if shape {
-		diverges = p.primitiveWrite || rfcDisagrees(before, rawPatch, nd, perr)
+		diverges = p.primitiveWrite || p.unmodeled || rfcDisagrees(before, rawPatch, nd, perr)
 	}
 	if perr != nil {
 		return doc, false, diverges, before, nil

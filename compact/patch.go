@@ -53,6 +53,12 @@ type patcher struct {
 	copied         int
 	sloppy         bool // apply as the CommonJS build does (ReplayCommonJS)
 	primitiveWrite bool
+	// unmodeled records that a move or copy went where this mirror does not follow
+	// fast-json-patch exactly: a from pointer that steps into an array with a key that is not
+	// an index ("length": the client's validation probe ignores that error and reads it), or
+	// an inner add that left a value in an array property or a method (a later operation of
+	// the same delta could read it back). The fold stops at such a delta.
+	unmodeled bool
 }
 
 // errPrimitiveWrite is the strict-mode TypeError of a write into a primitive.
@@ -328,10 +334,33 @@ func (p *patcher) validateAgainst(document any, name, path, from, frag string) e
 		// path is reported (other validation failures of the probe are ignored by JS; we
 		// treat them as failures too, a documented divergence on nonsensical input).
 		if _, err := p.getValueByPointerValidated(document, from); err != nil {
+			p.unmodeled = p.unmodeled || fromStepsOffIndex(document, from)
 			return patchErr("from %q does not exist", from)
 		}
 	}
 	return nil
+}
+
+// fromStepsOffIndex reports whether resolving ptr steps into an array with a token that is
+// not an array index (where the client's probe fails with an error it ignores).
+func fromStepsOffIndex(doc any, ptr string) bool {
+	cur := doc
+	for _, k := range strings.Split(ptr, "/")[1:] {
+		k = unescapeToken(k)
+		if a, ok := cur.([]any); ok {
+			if !isInteger(k) {
+				return true
+			}
+			cur = jsArrayGet(a, k)
+			continue
+		}
+		v, ok := jsGet(cur, k)
+		if !ok {
+			return false
+		}
+		cur = v
+	}
+	return false
 }
 
 // getValueByPointerValidated resolves ptr requiring every token to exist (the _get probe).
@@ -505,6 +534,7 @@ func (p *patcher) innerAdd(document any, path string, value any) (any, error) {
 				continue
 			}
 			if key != "-" && !isInteger(key) {
+				p.unmodeled = true
 				return document, nil // arr[key] = value: not an index, JSON drops it
 			}
 			idx := len(c)
@@ -527,6 +557,7 @@ func (p *patcher) innerAdd(document any, path string, value any) (any, error) {
 			obj, _ = jsGet(c, key)
 		case jsFunction:
 			if final {
+				p.unmodeled = true
 				return document, nil // a property of an inherited method: not in the JSON
 			}
 			obj = nil

@@ -144,14 +144,19 @@ func (s *Service) Branch(ctx context.Context, threadID, runID string) ([]compact
 	return base, nil
 }
 
-// Compact compacts events, or returns them as they are when compaction refuses them (a
-// stream the official client would reject, or one past a limit): replaying it raw is then
-// the faithful answer.
+// Compact compacts events with compact.Readable: events the official client would reject (an
+// orphan, an event after a run's terminal event, a bad patch) are left out and a CUSTOM
+// agui-proxy.events_omitted event says how many, so a thread stays readable whatever bad
+// events it holds and its prelude still starts with RUN_STARTED. A stream past one of the
+// compaction limits is returned as it is: replaying it raw is then the faithful answer.
 func (s *Service) Compact(events []compact.Event) []compact.Event {
-	out, err := compact.Compact(events, s.cfg.Compact)
+	out, omitted, err := compact.Readable(events, s.cfg.Compact)
 	if err != nil {
 		s.log.Warn("compaction refused a thread; serving it raw", "err", err)
 		return events
+	}
+	if omitted > 0 {
+		s.log.Info("left out events the official client rejects", "omitted", omitted)
 	}
 	return out
 }

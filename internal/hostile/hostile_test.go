@@ -481,10 +481,10 @@ var cases = []tcase{
 	patchCase("negative-index", `[{"op":"remove","path":"/a/-1"}]`, stateAfterGoodDelta),
 	patchCase("leading-zero", `[{"op":"replace","path":"/a/01","value":9}]`, stateAfterGoodDelta),
 	patchCase("proto", `[{"op":"add","path":"/__proto__/x","value":1}]`, stateAfterGoodDelta),
-	pending("unreadable: a thread holding events the official client rejects answers 503 StoreUnavailable instead of its history", patchCase("not-array", `{"op":"add","path":"/x","value":1}`, stateAfterGoodDelta)),
-	pending("unreadable: a thread holding events the official client rejects answers 503 StoreUnavailable instead of its history", patchCase("unknown-op", `[{"op":"frobnicate","path":"/x"}]`, stateAfterGoodDelta)),
+	patchCase("not-array", `{"op":"add","path":"/x","value":1}`, stateAfterGoodDelta),
+	patchCase("unknown-op", `[{"op":"frobnicate","path":"/x"}]`, stateAfterGoodDelta),
 	patchCase("half-applies", `[{"op":"add","path":"/b","value":1},{"op":"remove","path":"/nope"}]`, stateAfterGoodDelta),
-	pending("unreadable: a thread holding events the official client rejects answers 503 StoreUnavailable instead of its history", patchCase("missing-value", `[{"op":"add","path":"/x"}]`, stateAfterGoodDelta)),
+	patchCase("missing-value", `[{"op":"add","path":"/x"}]`, stateAfterGoodDelta),
 	patchCase("copy-bomb", `[`+strings.TrimSuffix(strings.Repeat(`{"op":"copy","from":"/s","path":"/s2"},{"op":"add","path":"/s","value":"`+strings.Repeat("b", 1000)+`"},`, 50), ",")+`,{"op":"test","path":"/nope","value":1}]`, stateAfterGoodDelta),
 	upstreamCase("bad-patch", "snapshot-duplicate-keys", frames(fStarted, data(`{"type":"STATE_SNAPSHOT","snapshot":{"a":1,"a":2}}`), fFinished),
 		func(t *testing.T, e *env, thread, run string, r reply) {
@@ -493,7 +493,7 @@ var cases = []tcase{
 				t.Fatalf("state %s", got)
 			}
 		}),
-	pending("unreadable: a thread holding events the official client rejects answers 503 StoreUnavailable instead of its history", upstreamCase("bad-patch", "huge-number", frames(fStarted, data(`{"type":"STATE_SNAPSHOT","snapshot":{"n":1e400}}`), fFinished), nil)),
+	upstreamCase("bad-patch", "huge-number", frames(fStarted, data(`{"type":"STATE_SNAPSHOT","snapshot":{"n":1e400}}`), fFinished), nil),
 
 	// Events after the terminal event: the live stream and every replay agree.
 	pending("after-terminal: events after the terminal event are forwarded live but left out of every replay", upstreamCase("after-terminal", "content-after-finished", frames(fStarted, fFinished, fMsgStart, fMsgText, fMsgEnd), sameReplay)),
@@ -511,15 +511,15 @@ var cases = []tcase{
 
 	// Orphan events: forwarded; the thread stays readable and its prelude starts with
 	// RUN_STARTED.
-	pending("unreadable: a thread holding events the official client rejects answers 503 StoreUnavailable instead of its history", upstreamCase("orphan", "content-without-start", frames(fStarted, fMsgText, fFinished), endsWith("RUN_FINISHED"))),
-	pending("unreadable: a thread holding events the official client rejects answers 503 StoreUnavailable instead of its history", upstreamCase("orphan", "end-without-start", frames(fStarted, fMsgEnd, fFinished), endsWith("RUN_FINISHED"))),
-	pending("unreadable: a thread holding events the official client rejects answers 503 StoreUnavailable instead of its history", upstreamCase("orphan", "tool-args-without-start", frames(fStarted, data(`{"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{}"}`), fFinished), endsWith("RUN_FINISHED"))),
+	upstreamCase("orphan", "content-without-start", frames(fStarted, fMsgText, fFinished), endsWith("RUN_FINISHED")),
+	upstreamCase("orphan", "end-without-start", frames(fStarted, fMsgEnd, fFinished), endsWith("RUN_FINISHED")),
+	upstreamCase("orphan", "tool-args-without-start", frames(fStarted, data(`{"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{}"}`), fFinished), endsWith("RUN_FINISHED")),
 	upstreamCase("orphan", "no-run-started", frames(fMsgStart, fMsgText, fMsgEnd, fFinished), func(t *testing.T, e *env, thread, run string, r reply) {
 		if evs := events(t, r.body); evs[0].typ != "RUN_STARTED" {
 			t.Fatalf("live stream starts %v", types(evs))
 		}
 	}),
-	{class: "orphan", name: "later-clean-run-readable", pending: "unreadable: a thread holding events the official client rejects answers 503 StoreUnavailable instead of its history", run: func(t *testing.T, e *env) {
+	{class: "orphan", name: "later-clean-run-readable", run: func(t *testing.T, e *env) {
 		// A bad run does not make later, clean runs unreadable (?run= of them included).
 		th, bad, good := e.id("t"), e.id("r"), e.id("r")
 		e.run(t, th, bad, frames(fStarted, fMsgText, fFinished))

@@ -17,8 +17,13 @@ const (
 )
 
 const (
-	// initialBufferSize is the size of a Reader's buffer before it has to grow.
-	initialBufferSize = 32 << 10
+	// initialBufferSize is the size of a Reader's buffer before it has to grow. It is small
+	// because a proxy holds one Reader per open stream; a larger event grows the buffer, and
+	// it shrinks back after shrinkAfter smaller frames (see Next).
+	initialBufferSize = 4 << 10
+	// shrinkAfter is how many frames in a row of at most initialBufferSize/2 bytes a grown
+	// buffer waits for before it is given back: a stream of large events keeps its buffer.
+	shrinkAfter = 64
 	// bufferSlack is room beyond MaxFrameBytes for the bytes a frame may hold
 	// that do not count against the limit (a BOM or a carried-over LF, the
 	// blank line ending) and one byte of look-ahead.
@@ -160,6 +165,7 @@ type Reader struct {
 
 	event, id string // last strings handed out, reused when equal
 	frame     Frame
+	small     int // frames in a row of at most initialBufferSize/2 bytes (see shrink)
 }
 
 // NewReader returns a Reader that decodes r within the limits lim.
@@ -202,12 +208,40 @@ func (r *Reader) Next() (*Frame, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	r.shrink()
 	f, err := r.next()
 	if err != nil {
 		r.err = err
 		return nil, err
 	}
+	if len(f.Raw) <= initialBufferSize/2 {
+		r.small++
+	} else {
+		r.small = 0
+	}
 	return f, nil
+}
+
+// shrink gives back a buffer that grew for large frames once shrinkAfter small frames went by
+// and little is buffered (the frame handed out last is no longer valid: it may alias it).
+// Unread bytes move to a buffer of initialBufferSize.
+func (r *Reader) shrink() {
+	if r.small < shrinkAfter {
+		return
+	}
+	if cap(r.data) > initialBufferSize {
+		r.data = nil
+	}
+	if len(r.buf) <= initialBufferSize || r.w-r.pos > initialBufferSize/2 {
+		return
+	}
+	var nb []byte
+	if r.w > r.pos {
+		nb = make([]byte, initialBufferSize)
+		copy(nb, r.buf[r.pos:r.w])
+	}
+	r.base += int64(r.pos)
+	r.buf, r.w, r.pos = nb, r.w-r.pos, 0
 }
 
 func (r *Reader) next() (*Frame, error) {

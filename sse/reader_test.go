@@ -653,3 +653,60 @@ func TestReaderRandomStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderBufferGrowsAndShrinks: the buffer starts small, grows for a large frame, stays
+// grown while large frames keep coming, and is given back after shrinkAfter small frames; the
+// frames read are intact throughout.
+func TestReaderBufferGrowsAndShrinks(t *testing.T) {
+	big := "data: " + strings.Repeat("x", 20<<10) + "\n\n"
+	small := "data: {\"type\":\"TEXT_MESSAGE_CONTENT\"}\n\n"
+	var in chunks // one frame per Read, as a paced stream arrives
+	for range 3 {
+		in = append(in, big)
+	}
+	for range shrinkAfter + 2 {
+		in = append(in, small)
+	}
+	in = append(in, big)
+	r := NewReader(&in, Limits{})
+	for i := range 3 {
+		f, err := r.Next()
+		if err != nil || len(f.Raw) != len(big) {
+			t.Fatalf("big frame %d: %d bytes, %v", i, len(f.Raw), err)
+		}
+		if len(r.buf) <= initialBufferSize {
+			t.Fatalf("after big frame %d the buffer is %d bytes, want grown", i, len(r.buf))
+		}
+	}
+	for i := range shrinkAfter + 2 {
+		f, err := r.Next()
+		if err != nil || string(f.Raw) != small {
+			t.Fatalf("small frame %d = %q, %v", i, f.Raw, err)
+		}
+	}
+	if len(r.buf) > initialBufferSize {
+		t.Errorf("after %d small frames the buffer is %d bytes, want at most %d", shrinkAfter+2, len(r.buf), initialBufferSize)
+	}
+	if f, err := r.Next(); err != nil || len(f.Raw) != len(big) {
+		t.Fatalf("big frame after shrinking: %d bytes, %v", len(f.Raw), err)
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Errorf("Next at the end = %v, want io.EOF", err)
+	}
+}
+
+// chunks is a reader returning one element per Read (as much of it as fits).
+type chunks []string
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(*c) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*c)[0])
+	if n == len((*c)[0]) {
+		*c = (*c)[1:]
+	} else {
+		(*c)[0] = (*c)[0][n:]
+	}
+	return n, nil
+}

@@ -842,7 +842,17 @@ func (s *RedisStore) RenewLease(ctx context.Context, threadID, runID, node strin
 	if err := s.check(); err != nil {
 		return false, err
 	}
-	n, err := leaseScript.Run(ctx, s.r, []string{k.run}, node, leaseMs(until)).Int64()
+	// Renewals of many runs share pipelines (the proxy renews its runs concurrently).
+	keys, args := []string{k.run}, []any{node, leaseMs(until)}
+	var cmd *redis.Cmd
+	answered, err := s.co.do(ctx, func(p redis.Pipeliner) { cmd = leaseScript.EvalSha(ctx, p, keys, args...) })
+	if answered && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd = leaseScript.Run(ctx, s.r, keys, args...)
+	}
+	var n int64
+	if answered {
+		n, err = cmd.Int64()
+	}
 	if err != nil {
 		return false, scriptError(err, fmt.Sprintf("renewing the lease of run %q in thread %q", runID, threadID))
 	}

@@ -39,8 +39,9 @@ type Handler struct {
 	attach   *attach.Handler
 	ui       http.Handler // the inspector page, nil when off
 	metrics  *metrics
-	leaser   recorder.Leaser // nil when the store keeps no leases
-	done     chan struct{}   // closed by Shutdown: stops the lease loop
+	leaser   recorder.Leaser   // nil when the store keeps no leases
+	done     chan struct{}     // closed by Shutdown: stops the lease and checkpoint loops
+	ckpts    chan recorder.Run // ended runs waiting for their checkpoint (see checkpoints)
 	loops    sync.WaitGroup
 	draining atomic.Bool
 	shutOnce sync.Once
@@ -112,6 +113,9 @@ func New(cfg Config) (*Handler, error) {
 		h.ui = inspector.Handler(cfg.AttachPrefix)
 	}
 	h.done = make(chan struct{})
+	h.ckpts = make(chan recorder.Run, checkpointQueue)
+	h.loops.Add(1)
+	go h.checkpoints()
 	if l, ok := h.store.(recorder.Leaser); ok {
 		h.leaser = l
 		h.loops.Add(1)
@@ -390,37 +394,112 @@ func (h *Handler) renewLeases() {
 			return
 		case <-t.C:
 		}
-		until := time.Now().Add(3 * h.cfg.LeaseInterval)
-		for _, rn := range h.runs.list() {
-			ctx, cancel := context.WithTimeout(context.Background(), h.cfg.LeaseInterval)
-			stop, err := h.leaser.RenewLease(ctx, rn.meta.ThreadID, rn.meta.RunID, h.cfg.Node, until)
-			cancel()
-			if err != nil {
-				h.log.LogAttrs(context.Background(), slog.LevelWarn, "could not renew a run lease",
-					slog.String("thread_id", rn.meta.ThreadID), slog.String("run_id", rn.meta.RunID), slog.Any("err", err))
-				continue
-			}
-			if stop {
-				rn.cancel(thread.ErrStopped)
-			}
-		}
+		h.renewAll(time.Now().Add(3 * h.cfg.LeaseInterval))
 	}
 }
 
-// checkpoint stores the compacted branch of an ended run so the next prelude is cheap. It
-// waits (bounded) for the run's events to be stored first.
+// leaseRenewers bounds the lease renewals in flight at once: a store that coalesces calls
+// (Redis) sends them in a few pipelines, so thousands of runs are renewed in a few round
+// trips instead of one after the other.
+const leaseRenewers = 64
+
+// renewAll renews the lease of every live run, leaseRenewers at a time, and stops the runs
+// another replica asked to stop. It returns when every renewal has ended.
+func (h *Handler) renewAll(until time.Time) {
+	runs := h.runs.list()
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.LeaseInterval)
+	defer cancel()
+	next := make(chan *run)
+	var wg sync.WaitGroup
+	for range min(leaseRenewers, len(runs)) {
+		wg.Go(func() {
+			for rn := range next {
+				stop, err := h.leaser.RenewLease(ctx, rn.meta.ThreadID, rn.meta.RunID, h.cfg.Node, until)
+				if err != nil {
+					h.log.LogAttrs(ctx, slog.LevelWarn, "could not renew a run lease",
+						slog.String("thread_id", rn.meta.ThreadID), slog.String("run_id", rn.meta.RunID), slog.Any("err", err))
+					continue
+				}
+				if stop {
+					rn.cancel(thread.ErrStopped)
+				}
+			}
+		})
+	}
+	for _, rn := range runs {
+		next <- rn
+	}
+	close(next)
+	wg.Wait()
+}
+
+// checkpointQueue bounds the ended runs waiting for their checkpoint. A run that finds it full
+// gets none now: its checkpoint is rebuilt on demand by the next prelude that needs it.
+const checkpointQueue = 4096
+
+// checkpoint queues the ended run for the checkpoint loop, off the pump's path: the pump
+// returns at once instead of waiting for the recorder to flush and the branch to be read.
 func (h *Handler) checkpoint(meta recorder.Run) {
 	if h.cfg.DisableRecording {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := h.writer.Flush(ctx); err != nil {
-		return // the store is behind; the checkpoint is rebuilt on demand later
+	select {
+	case h.ckpts <- meta:
+	default:
+		h.log.LogAttrs(context.Background(), slog.LevelDebug, "checkpoint queue full; built on demand later",
+			slog.String("thread_id", meta.ThreadID), slog.String("run_id", meta.RunID))
 	}
-	if err := h.threads.Checkpoint(ctx, meta.ThreadID, meta.RunID); err != nil {
-		h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint for run", slog.String("thread_id", meta.ThreadID),
-			slog.String("run_id", meta.RunID), slog.Any("err", err))
+}
+
+// checkpoints stores the compacted branch of ended runs so the next prelude is cheap. It takes
+// every run queued, waits (bounded) once for their events to be stored, then builds each
+// checkpoint. It runs until Shutdown; runs still queued then get theirs on demand.
+func (h *Handler) checkpoints() {
+	defer h.loops.Done()
+	base, stop := context.WithCancel(context.Background()) // cancelled by Shutdown
+	defer stop()
+	go func() {
+		select {
+		case <-h.done:
+			stop()
+		case <-base.Done():
+		}
+	}()
+	var batch []recorder.Run
+	for {
+		select {
+		case <-h.done:
+			return
+		case m := <-h.ckpts:
+			batch = append(batch[:0], m)
+		}
+		for more := true; more && len(batch) < checkpointQueue; {
+			select {
+			case m := <-h.ckpts:
+				batch = append(batch, m)
+			default:
+				more = false
+			}
+		}
+		ctx, cancel := context.WithTimeout(base, 5*time.Second)
+		if err := h.writer.Flush(ctx); err != nil {
+			cancel()
+			continue // the store is behind; the checkpoints are rebuilt on demand later
+		}
+		cancel()
+		for _, meta := range batch {
+			select {
+			case <-h.done:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(base, 5*time.Second)
+			if err := h.threads.Checkpoint(ctx, meta.ThreadID, meta.RunID); err != nil {
+				h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint for run", slog.String("thread_id", meta.ThreadID),
+					slog.String("run_id", meta.RunID), slog.Any("err", err))
+			}
+			cancel()
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -93,10 +94,11 @@ type subscriber struct {
 
 	mu     sync.Mutex // guards the fields below
 	queue  [][]byte
-	head   []byte // unread rest of a frame larger than the caller's buffer
-	queued int    // bytes in queue and head
-	ended  bool   // no more frames will come
-	err    error  // set when dropped for being slow
+	spare  [][]byte // the queue's other backing array (see writeDirect)
+	head   []byte   // unread rest of a frame larger than the caller's buffer
+	queued int      // bytes in queue and head
+	ended  bool     // no more frames will come
+	err    error    // set when dropped for being slow
 	closed bool
 }
 
@@ -188,6 +190,99 @@ func (s *subscriber) Read(p []byte) (int, error) {
 			return copy(p, heartbeatFrame), nil
 		}
 	}
+}
+
+// writeTo writes every frame to w as it is queued, flushing after each batch, until the run
+// ended (io.EOF), the subscriber was dropped (errSlowClient), the client went away
+// (context.Canceled) or a write failed. Frames go from the queue to w's buffer with no copy
+// buffer of their own (ReverseProxy would hold one for the stream's whole life). A queued
+// frame counts against the limit until it is written. After HeartbeatInterval of silence a
+// heartbeat comment is written. The caller must be w's only writer.
+func (s *subscriber) writeTo(w http.ResponseWriter) error {
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil { // the headers, at once
+		return err
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		take, head := s.queue, s.head
+		s.queue, s.head = s.spare[:0], nil
+		err, ended := s.err, s.ended
+		s.mu.Unlock()
+		if len(take) > 0 || len(head) > 0 {
+			n, werr := writeFrames(w, rc, head, take)
+			clear(take)
+			s.mu.Lock()
+			s.spare = take[:0]
+			if !s.closed && s.err == nil {
+				s.queued -= n
+			}
+			s.mu.Unlock()
+			if werr != nil {
+				return werr
+			}
+			if s.onRead != nil {
+				s.onRead(len(take), n)
+			}
+			if timer != nil {
+				timer.Reset(s.heartbeat)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if ended {
+			return io.EOF
+		}
+		var tick <-chan time.Time
+		if s.heartbeat > 0 {
+			if timer == nil {
+				timer = time.NewTimer(s.heartbeat)
+			}
+			tick = timer.C
+		}
+		select {
+		case <-s.notify:
+		case <-s.clientGone:
+			return context.Canceled
+		case <-tick:
+			if _, err := w.Write(heartbeatFrame); err != nil {
+				return err
+			}
+			if err := rc.Flush(); err != nil {
+				return err
+			}
+			timer.Reset(s.heartbeat)
+		}
+	}
+}
+
+// writeFrames writes head (the unread rest of a frame) and frames to the client and flushes.
+// It returns the bytes written.
+func writeFrames(w io.Writer, rc *http.ResponseController, head []byte, frames [][]byte) (int, error) {
+	n := 0
+	if len(head) > 0 {
+		c, err := w.Write(head)
+		n += c
+		if err != nil {
+			return n, err
+		}
+	}
+	for _, f := range frames {
+		c, err := w.Write(f)
+		n += c
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, rc.Flush()
 }
 
 // fill copies whole frames into p; a frame larger than p is copied in parts. It returns the

@@ -34,6 +34,7 @@ type Handler struct {
 	ownStore bool
 	writer   *recorder.Writer
 	rp       *httputil.ReverseProxy
+	runRP    *httputil.ReverseProxy // rp for runs: small copy buffers (an event stream is written by its subscription)
 	runs     registry
 	threads  *thread.Service
 	attach   *attach.Handler
@@ -82,6 +83,9 @@ func New(cfg Config) (*Handler, error) {
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		BufferPool:     bufferPool{},
 	}
+	runRP := *h.rp
+	runRP.BufferPool = smallBufferPool{}
+	h.runRP = &runRP
 	h.metrics = newMetrics(cfg.Registerer, h)
 	var am attach.Metrics
 	if h.metrics != nil {
@@ -292,16 +296,26 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	r = r.WithContext(context.WithValue(ctx, runCtxKey{}, rn))
 	r.Body = io.NopCloser(bytes.NewReader(in.Body))
 	r.ContentLength = int64(len(in.Body))
-	h.rp.ServeHTTP(w, r)
+	h.runRP.ServeHTTP(w, r)
 
-	if !rn.pumping.Load() {
-		// The upstream failed or did not answer with an event stream: the run id was not used.
-		rn.cancel(errRunAbandoned)
-		h.runs.remove(rn)
-		if err := h.store.DeleteRun(context.WithoutCancel(ctx), meta.ThreadID, meta.RunID); err != nil {
-			h.log.LogAttrs(ctx, slog.LevelWarn, "could not release an unused run id",
-				slog.String("thread_id", meta.ThreadID), slog.String("run_id", meta.RunID), slog.Any("err", err))
+	if rn.pumping.Load() {
+		// ReverseProxy wrote the headers and an empty body and is done with w: the stream is
+		// written from the subscription straight to the client.
+		err := rn.sub.writeTo(w)
+		rn.sub.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			// Like ReverseProxy on a copy error: abort, so the client sees a broken stream
+			// (and resumes from its last event id), not a clean end.
+			panic(http.ErrAbortHandler)
 		}
+		return
+	}
+	// The upstream failed or did not answer with an event stream: the run id was not used.
+	rn.cancel(errRunAbandoned)
+	h.runs.remove(rn)
+	if err := h.store.DeleteRun(context.WithoutCancel(ctx), meta.ThreadID, meta.RunID); err != nil {
+		h.log.LogAttrs(ctx, slog.LevelWarn, "could not release an unused run id",
+			slog.String("thread_id", meta.ThreadID), slog.String("run_id", meta.RunID), slog.Any("err", err))
 	}
 }
 
@@ -353,7 +367,8 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	if in := inboundFrom(res.Request); in != nil {
 		clientGone = in.Done()
 	}
-	res.Body = rn.start(res.Body, clientGone)
+	rn.sub = rn.start(res.Body, clientGone)
+	res.Body = http.NoBody // the stream is written by serveRun from rn.sub
 	res.ContentLength = -1
 	res.Header.Del("Content-Length")
 	res.Header.Set("Cache-Control", "no-cache")
@@ -562,5 +577,15 @@ func (h *Handler) serveInspector(w http.ResponseWriter, r *http.Request, owner s
 	}
 	h.ui.ServeHTTP(w, r)
 }
+
+// smallBufferPool gives the run proxy 1 KiB copy buffers. ReverseProxy holds its buffer for a
+// response's whole life; a run's event stream never passes through it (its subscription
+// writes to the client directly), only an upstream that did not answer with a stream does.
+type smallBufferPool struct{}
+
+var smallCopyBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<10); return &b }}
+
+func (smallBufferPool) Get() []byte  { return *smallCopyBuffers.Get().(*[]byte) }
+func (smallBufferPool) Put(b []byte) { smallCopyBuffers.Put(&b) }
 
 var _ http.Handler = (*Handler)(nil)

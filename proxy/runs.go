@@ -59,11 +59,14 @@ type run struct {
 
 	ctx       context.Context // the upstream request's context; cancelled by stop or the registry
 	clientCtx context.Context // the first client's request context (its end does not end the run)
-	pumping   atomic.Bool     // the upstream answered with an event stream and the pump started
-	cancel    context.CancelCauseFunc
-	bc        broadcast
-	done      chan struct{} // closed when the pump has finished, run recorded as ended
-	release   func()        // unregisters the run from thread.Service.Pumping (nil before)
+	// sub is the first client's subscription, set when the pump starts; serveRun writes it to
+	// the client once ReverseProxy has written the headers.
+	sub     *subscriber
+	pumping atomic.Bool // the upstream answered with an event stream and the pump started
+	cancel  context.CancelCauseFunc
+	bc      broadcast
+	done    chan struct{} // closed when the pump has finished, run recorded as ended
+	release func()        // unregisters the run from thread.Service.Pumping (nil before)
 
 	seq      int64 // last seq assigned; pump goroutine only
 	started  bool  // RUN_STARTED sent; pump goroutine only

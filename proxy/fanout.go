@@ -212,15 +212,18 @@ func (s *subscriber) writeTo(w http.ResponseWriter) error {
 	for {
 		s.mu.Lock()
 		take, head := s.queue, s.head
-		s.queue, s.head = s.spare[:0], nil
+		if len(take) > 0 { // the two backing arrays swap: push appends to the other one
+			s.queue, s.spare = s.spare[:0], nil
+		}
+		s.head = nil
 		err, ended := s.err, s.ended
 		s.mu.Unlock()
 		if len(take) > 0 || len(head) > 0 {
 			n, werr := writeFrames(w, rc, head, take)
 			clear(take)
 			s.mu.Lock()
-			s.spare = take[:0]
-			if !s.closed && s.err == nil {
+			if !s.closed && s.err == nil { // (a drop or Close reset the queue)
+				s.spare = take[:0]
 				s.queued -= n
 			}
 			s.mu.Unlock()

@@ -80,8 +80,10 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 			func() float64 { return float64(w.Stats().RoundTrips) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "recorder_store_errors_total", Help: "Store calls that failed (Redis errors, timeouts)."},
 			func() float64 { return float64(w.Stats().StoreErrors) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "recorder_dropped_events_total", Help: "Events dropped because the recorder buffer was full (the run is marked with a gap)."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "recorder_dropped_events_total", Help: "Events dropped because the recorder buffer stayed full while the store made no progress (the run is marked with a gap)."},
 			func() float64 { return float64(w.Stats().Dropped) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "recorder_backpressure_waits_total", Help: "Events that found the recorder buffer full and waited for room (their run was slowed to the store's pace)."},
+			func() float64 { return float64(w.Stats().Waits) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "recorder_write_seconds_total", Help: "Summed latency of successful batched writes."},
 			func() float64 { return w.Stats().BatchLatency.Seconds() }),
 	)

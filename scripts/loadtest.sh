@@ -72,6 +72,9 @@ bench() { # name profile url pid [extra...]
     "redis \(.redis.commands_per_event // 0 | .*1000|floor/1000) cmd/event | \(.events_per_second|floor) ev/s" +
     (if .fanout then " | fan-out \(.fanout.completed)/\(.fanout.attachers) \(.fanout.rss_per_attacher_bytes/1024|floor)KiB/attacher \(.fanout.cpu_us_per_delivered_event*100|floor/100)us/delivered p99 \(.fanout.latency.p99_ms)ms" else "" end) +
     (if (.errors|length) > 0 then " | errors \(.errors)" else "" end)' "$out/$p-$name.json"
+  case $name in proxy-*)
+    echo "   proxy counters: $(curl -sf "${url%/}/metrics" | grep -E '^agui_proxy_(recorder_dropped_events_total|recorder_backpressure_waits_total|slow_clients_dropped_total)' | tr '\n' ' ')" ;;
+  esac
 }
 
 nginx_conf() {

@@ -48,9 +48,9 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name: "missing: only the newest message → whole branch, then it", mode: ModeMissing,
-			body:   `{"threadId":"t","runId":"r2","tools":[ ],"messages":[{"id":"u2","role":"user","content":"again"}],"context":[]}`,
-			branch: branchMsgs,
-			want:   `{"threadId":"t","runId":"r2","tools":[ ],"messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"hello"},{"id":"u2","role":"user","content":"again"}],"context":[]}`,
+			body:     `{"threadId":"t","runId":"r2","tools":[ ],"messages":[{"id":"u2","role":"user","content":"again"}],"context":[]}`,
+			branch:   branchMsgs,
+			want:     `{"threadId":"t","runId":"r2","tools":[ ],"messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"hello"},{"id":"u2","role":"user","content":"again"}],"context":[]}`,
 			restored: 2,
 		},
 		{
@@ -61,16 +61,16 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name: "missing: the client's copy of a held message wins", mode: ModeMissing,
-			body:   `{"threadId":"t","runId":"r2","messages":[{"id":"a1","role":"assistant","content":"EDITED"},{"id":"u2","role":"user","content":"x"}]}`,
-			branch: branchMsgs,
-			want:   `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"EDITED"},{"id":"u2","role":"user","content":"x"}]}`,
+			body:     `{"threadId":"t","runId":"r2","messages":[{"id":"a1","role":"assistant","content":"EDITED"},{"id":"u2","role":"user","content":"x"}]}`,
+			branch:   branchMsgs,
+			want:     `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"EDITED"},{"id":"u2","role":"user","content":"x"}]}`,
 			restored: 1,
 		},
 		{
 			name: "missing: no messages member at all", mode: ModeMissing,
-			body:   `{"threadId":"t","runId":"r2"}`,
-			branch: branchMsgs,
-			want:   `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"hello"}]}`,
+			body:     `{"threadId":"t","runId":"r2"}`,
+			branch:   branchMsgs,
+			want:     `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"hello"}]}`,
 			restored: 2,
 		},
 		{
@@ -88,9 +88,9 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name: "missing: messages without id are new", mode: ModeMissing,
-			body:   `{"threadId":"t","runId":"r2","messages":[{"role":"user","content":"no id"}]}`,
-			branch: branchMsgs,
-			want:   `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"hello"},{"role":"user","content":"no id"}]}`,
+			body:     `{"threadId":"t","runId":"r2","messages":[{"role":"user","content":"no id"}]}`,
+			branch:   branchMsgs,
+			want:     `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"hello"},{"role":"user","content":"no id"}]}`,
 			restored: 2,
 		},
 		{

@@ -4,7 +4,9 @@
 // drive every event family of AG-UI 1.0 (text, tools, state, reasoning, activity, snapshots,
 // chunks, custom and raw events) plus the failure shapes a proxy must survive: RUN_ERROR,
 // streams without RUN_FINISHED, CRLF framing, an unterminated last event, UTF-16 surrogate
-// halves split across deltas, one-megabyte messages and paced or high-rate streams.
+// halves split across deltas, one-megabyte messages and paced or high-rate streams. The echo
+// scenario answers with the message ids and state it received, so a test can see what a proxy
+// forwarded.
 //
 // The scenario is picked from forwardedProps.scenario, else from the last user message (its
 // text equal to a scenario name, or containing "scenario:<name>"), else "chat". Ids of

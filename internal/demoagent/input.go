@@ -102,6 +102,7 @@ type request struct {
 	ThreadID       string            `json:"threadId"`
 	RunID          string            `json:"runId"`
 	Messages       []json.RawMessage `json:"messages"`
+	State          json.RawMessage   `json:"state"`
 	ForwardedProps json.RawMessage   `json:"forwardedProps"`
 }
 
@@ -117,7 +118,7 @@ func decodeRequest(body []byte) (Input, error) {
 	if err := checkMessages(r.Messages); err != nil {
 		return Input{}, err
 	}
-	return Input{ThreadID: r.ThreadID, RunID: r.RunID, Messages: r.Messages, ForwardedProps: r.ForwardedProps}, nil
+	return Input{ThreadID: r.ThreadID, RunID: r.RunID, Messages: r.Messages, State: r.State, ForwardedProps: r.ForwardedProps}, nil
 }
 
 // checkMessages requires every message to be a JSON object.

@@ -22,6 +22,7 @@ type Input struct {
 	ThreadID       string
 	RunID          string
 	Messages       []json.RawMessage
+	State          json.RawMessage // the echo scenario reports it
 	ForwardedProps json.RawMessage
 }
 
@@ -65,6 +66,7 @@ var scenarios = map[string]scenario{
 	"bench":        {script: benchScript, paced: true},
 	"crlf":         {script: chatScript, framing: framingCRLF},
 	"unterminated": {script: chatScript, framing: framingUnterminated},
+	"echo":         {script: echoScript},
 }
 
 // failureScenarios do not end with RUN_FINISHED, or cannot be parsed by the official client.
@@ -131,6 +133,33 @@ func tokens(n int) []string {
 func chatScript(e *emitter) {
 	e.runStarted()
 	e.text(e.id("msg", 1), tokens(e.p.count(len(chatWords)))...)
+	e.runFinished()
+}
+
+// echoScript: one assistant message saying what the agent received, so tests can see what a
+// proxy in front of it forwarded: "received <n> messages [<id> ...]; state <json>" (ids in
+// order, "-" for a message without one; state "null" when absent).
+func echoScript(e *emitter) {
+	e.runStarted()
+	ids := make([]string, len(e.in.Messages))
+	for i, m := range e.in.Messages {
+		var v struct {
+			ID string `json:"id"`
+		}
+		json.Unmarshal(m, &v)
+		ids[i] = v.ID
+		if ids[i] == "" {
+			ids[i] = "-"
+		}
+	}
+	state := "null"
+	if len(bytes.TrimSpace(e.in.State)) > 0 {
+		var buf bytes.Buffer
+		if json.Compact(&buf, e.in.State) == nil {
+			state = buf.String()
+		}
+	}
+	e.text(e.id("msg", 1), fmt.Sprintf("received %d messages [%s]; state %s", len(ids), strings.Join(ids, " "), state))
 	e.runFinished()
 }
 

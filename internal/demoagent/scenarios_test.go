@@ -170,10 +170,34 @@ func TestScenariosSorted(t *testing.T) {
 	}
 	for _, want := range []string{"chat", "tools", "parallel", "state", "thinking", "reasoning", "steps",
 		"activity", "snapshot", "fidelity", "chunks", "custom", "unicode", "error", "noend", "slow", "large", "bench",
-		"crlf", "unterminated"} {
+		"crlf", "unterminated", "echo"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("Scenarios() lacks %q", want)
 		}
+	}
+}
+
+func TestEchoReportsInput(t *testing.T) {
+	in := testInput()
+	in.Messages = []json.RawMessage{json.RawMessage(`{"id":"u1","role":"user"}`), json.RawMessage(`{"role":"user"}`)}
+	in.State = json.RawMessage(`{ "n" : 1 }`)
+	events, err := Events("echo", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, raw := range events {
+		var ev struct {
+			Type  string `json:"type"`
+			Delta string `json:"delta"`
+		}
+		json.Unmarshal(raw, &ev)
+		if ev.Type == typeTextContent {
+			text.WriteString(ev.Delta)
+		}
+	}
+	if want := `received 2 messages [u1 -]; state {"n":1}`; text.String() != want {
+		t.Errorf("echo said %q, want %q", text.String(), want)
 	}
 }
 

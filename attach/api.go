@@ -58,6 +58,9 @@ type ExportDoc struct {
 	ThreadID      string      `json:"threadId"`
 	ExportedAt    time.Time   `json:"exportedAt"`
 	Runs          []ExportRun `json:"runs"`
+	// Cursor is set in the bulk export (GET {prefix}export) only: passed as ?cursor=, it
+	// continues the export after this thread. Import ignores it.
+	Cursor string `json:"cursor,omitempty"`
 }
 
 // ExportRun is one run of an ExportDoc with its recorded frames, in order: each event as its
@@ -82,8 +85,11 @@ func writeJSONStatus(w http.ResponseWriter, status int, v any) {
 	b, _ := json.Marshal(v)
 	// An agent may stream invalid UTF-8 (forwarded to it live untouched); JSON text is UTF-8,
 	// so such bytes are answered as U+FFFD in history and exports (and an import refuses them).
-	w.Write(append(bytes.ToValidUTF8(b, []byte("\uFFFD")), '\n'))
+	w.Write(append(validUTF8(b), '\n'))
 }
+
+// validUTF8 replaces invalid UTF-8 in a JSON answer by U+FFFD.
+func validUTF8(b []byte) []byte { return bytes.ToValidUTF8(b, []byte("\uFFFD")) }
 
 // serveThread answers the thread's messages and state at its head, or as of ?run= (time
 // travel along parentRunId).
@@ -148,17 +154,28 @@ func (h *Handler) serveExport(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	runs, err := h.store.Runs(ctx, th.ID)
+	doc, err := ExportThread(ctx, h.store, th.ID)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	doc := ExportDoc{FormatVersion: ExportFormatVersion, ThreadID: th.ID, ExportedAt: time.Now().UTC()}
+	w.Header().Set("Content-Disposition", `attachment; filename="thread-`+th.ID+`.json"`)
+	writeJSON(w, doc)
+}
+
+// ExportThread reads a whole thread from the store as one export document (formatVersion 1).
+// It does no access check: the endpoints check the caller first, and the agui-proxy export
+// command reads the store as its operator.
+func ExportThread(ctx context.Context, store recorder.Store, threadID string) (ExportDoc, error) {
+	runs, err := store.Runs(ctx, threadID)
+	if err != nil {
+		return ExportDoc{}, err
+	}
+	doc := ExportDoc{FormatVersion: ExportFormatVersion, ThreadID: threadID, ExportedAt: time.Now().UTC()}
 	for _, run := range runs {
-		recs, err := h.store.Events(ctx, th.ID, run.RunID, 0, 0)
+		recs, err := store.Events(ctx, threadID, run.RunID, 0, 0)
 		if err != nil {
-			writeErr(w, r, h.log, storeErr(err))
-			return
+			return ExportDoc{}, err
 		}
 		er := ExportRun{RunView: runView(run), EventList: make([]json.RawMessage, 0, len(recs))}
 		for _, rec := range recs {
@@ -170,8 +187,7 @@ func (h *Handler) serveExport(w http.ResponseWriter, r *http.Request) {
 		}
 		doc.Runs = append(doc.Runs, er)
 	}
-	w.Header().Set("Content-Disposition", `attachment; filename="thread-`+th.ID+`.json"`)
-	writeJSON(w, doc)
+	return doc, nil
 }
 
 // serveImport loads an export document into a thread that does not exist yet. The owner is

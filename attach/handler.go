@@ -60,6 +60,10 @@ type Metrics interface {
 	Resumed(exact bool)
 	// Prelude observes the time to build and send a prelude.
 	Prelude(kind string, d time.Duration)
+	// ThreadDeleted counts a deleted thread.
+	ThreadDeleted()
+	// ThreadsListed counts the threads a listing or bulk export returned.
+	ThreadsListed(n int)
 }
 
 type nopMetrics struct{}
@@ -68,6 +72,8 @@ func (nopMetrics) StreamStarted(string)          {}
 func (nopMetrics) StreamEnded(string)            {}
 func (nopMetrics) Resumed(bool)                  {}
 func (nopMetrics) Prelude(string, time.Duration) {}
+func (nopMetrics) ThreadDeleted()                {}
+func (nopMetrics) ThreadsListed(int)             {}
 
 // Handler serves the attach, resume and history endpoints. Create it with New. It is safe for
 // concurrent use; it starts no goroutine of its own (each stream runs on its request's).
@@ -115,6 +121,9 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, log: cfg.Logger, threads: cfg.Threads, store: cfg.Threads.Store(), mux: http.NewServeMux()}
 	h.follower, _ = h.store.(recorder.Follower)
 	p := cfg.Prefix
+	h.mux.HandleFunc("GET "+p+"threads", h.serveList)
+	h.mux.HandleFunc("DELETE "+p+"threads/{thread}", h.serveDelete)
+	h.mux.HandleFunc("GET "+p+"export", h.serveBulkExport)
 	h.mux.HandleFunc("GET "+p+"threads/{thread}/events", h.serveThreadEvents)
 	h.mux.HandleFunc("GET "+p+"threads/{thread}/runs/{run}/events", h.serveRunEvents)
 	h.mux.HandleFunc("GET "+p+"threads/{thread}", h.serveThread)

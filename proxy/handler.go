@@ -260,7 +260,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	// RunAlreadyStarted (a paused store fails it by the store client's own timeouts). The
 	// history read after it is bounded (503 StoreUnavailable after StoreTimeout).
 	meta, err := h.threads.StartRun(ctx, recorder.Run{
-		ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID, Owner: owner,
+		ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID, Owner: owner, Title: agui.Title(in.Messages),
 		Node: h.cfg.Node, LeaseUntil: time.Now().Add(3 * h.cfg.LeaseInterval),
 	})
 	if err != nil {

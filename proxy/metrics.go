@@ -21,6 +21,9 @@ type metrics struct {
 	attached       *prometheus.GaugeVec
 	resumes        *prometheus.CounterVec
 	prelude        *prometheus.HistogramVec
+	threadsDeleted prometheus.Counter
+	threadsListed  prometheus.Counter
+	hydrated       *prometheus.CounterVec // by what: messages, state
 }
 
 // knownEventTypes bounds the event_type label: agent-chosen unknown types count as "OTHER".
@@ -57,6 +60,12 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 			Help: "Reconnections with an event id, by result (exact, full_history)."}, []string{"result"}),
 		prelude: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "prelude_seconds",
 			Help: "Time to build and send the prelude of an attach or resume stream.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"kind"}),
+		threadsDeleted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "threads_deleted_total",
+			Help: "Threads deleted through DELETE {prefix}threads/{thread}."}),
+		threadsListed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "threads_listed_total",
+			Help: "Threads returned by thread listings and bulk exports (index entries read)."}),
+		hydrated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hydrated_runs_total",
+			Help: "Run requests whose messages or state the proxy rebuilt from the stored branch (AGUI_HYDRATE), by what."}, []string{"what"}),
 	}
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_events_total",
 		Help: "Events read from agents, by AG-UI type (OTHER for types the protocol does not define)."}, []string{"event_type"})
@@ -66,6 +75,7 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 	m.eventsInOther = events.WithLabelValues("OTHER")
 	w := h.writer
 	reg.MustRegister(m.runs, events, m.bytesIn, m.eventsOut, m.bytesOut, m.clientsDropped, m.attached, m.resumes, m.prelude,
+		m.threadsDeleted, m.threadsListed, m.hydrated,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "active_runs", Help: "Runs this process is pumping."},
 			func() float64 { return float64(h.runs.live.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "recorder_queue_depth", Help: "Events waiting to be stored."},
@@ -115,6 +125,18 @@ func (m *metrics) delivered(frames, bytes int) {
 	}
 }
 
+func (m *metrics) hydratedRun(messages, state bool) {
+	if m == nil {
+		return
+	}
+	if messages {
+		m.hydrated.WithLabelValues("messages").Inc()
+	}
+	if state {
+		m.hydrated.WithLabelValues("state").Inc()
+	}
+}
+
 func (m *metrics) slowClient() {
 	if m != nil {
 		m.clientsDropped.Inc()
@@ -133,6 +155,8 @@ func (a attachMetrics) Resumed(exact bool) {
 		a.m.resumes.WithLabelValues("full_history").Inc()
 	}
 }
+func (a attachMetrics) ThreadDeleted()      { a.m.threadsDeleted.Inc() }
+func (a attachMetrics) ThreadsListed(n int) { a.m.threadsListed.Add(float64(n)) }
 func (a attachMetrics) Prelude(kind string, d time.Duration) {
 	a.m.prelude.WithLabelValues(kind).Observe(d.Seconds())
 }

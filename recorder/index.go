@@ -90,6 +90,10 @@ func (p pagePos) before(ms int64, id string) bool {
 
 const cursorVersion = "v1"
 
+// CursorAfter returns the ThreadQuery.Cursor that continues a listing after t (what the last
+// thread of a page gives as ThreadPage.NextCursor), so a caller can resume after any thread.
+func CursorAfter(t ThreadSummary) string { return encodePageCursor(t.ActiveAt.UnixMilli(), t.ID) }
+
 // encodePageCursor makes the opaque cursor of the position after (ms, id).
 func encodePageCursor(ms int64, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(cursorVersion + ":" + strconv.FormatInt(ms, 10) + ":" + id))

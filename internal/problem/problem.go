@@ -53,6 +53,8 @@ const (
 	CodeRunNotRunning         = "RunNotRunning"
 	CodeLiveTailsUnsupported  = "LiveTailsUnsupported"
 	CodeBodyTimeout           = "BodyTimeout"
+	CodeInvalidQuery          = "InvalidQuery"
+	CodeHistoryIncomplete     = "HistoryIncomplete"
 )
 
 // Sentinel errors of the proxy's own refusals (the store's are recorder.Err*, the protocol's
@@ -71,6 +73,10 @@ var (
 	ErrRunNotRunning        = errors.New("run is not running")
 	ErrLiveTailsUnsupported = errors.New("the store cannot follow live runs")
 	ErrBodyTimeout          = errors.New("the request body did not arrive in time")
+	ErrInvalidQuery         = errors.New("invalid query parameter")
+	// ErrHistoryIncomplete refuses to hydrate a run request from a branch whose stored history
+	// has a gap: the agent would get a silently shortened conversation.
+	ErrHistoryIncomplete = errors.New("the thread's stored history is incomplete")
 	// ErrStoreTimeout is the cause of a request context whose store deadline passed: Respond
 	// answers it (503 StoreUnavailable) instead of taking the client for gone.
 	ErrStoreTimeout = errors.New("the store did not answer in time")
@@ -100,6 +106,7 @@ var table = []entry{
 	{errs: []error{agui.ErrInvalidID}, status: http.StatusBadRequest, code: CodeInvalidID, title: "Invalid id", quote: true},
 	{errs: []error{ErrInvalidImport}, status: http.StatusBadRequest, code: CodeInvalidImport, title: "Invalid import document", quote: true},
 	{errs: []error{ErrBodyTimeout}, status: http.StatusRequestTimeout, code: CodeBodyTimeout, title: "Request body timeout", quote: true},
+	{errs: []error{ErrInvalidQuery, recorder.ErrInvalidPageCursor}, status: http.StatusBadRequest, code: CodeInvalidQuery, title: "Invalid query parameter", quote: true},
 	{errs: []error{ErrNoSuchEndpoint}, status: http.StatusNotFound, code: CodeNotFound, title: "No such endpoint"},
 	{errs: []error{recorder.ErrRunAlreadyStarted}, status: http.StatusConflict, code: CodeRunAlreadyStarted, title: "Run already started",
 		detail: "this runId was already used on this thread; resume it with Last-Event-ID or use a new runId"},
@@ -109,6 +116,7 @@ var table = []entry{
 		detail: "the thread's latest run is still running; wait for it, stop it, or resume it with Last-Event-ID"},
 	{errs: []error{ErrThreadNotEmpty}, status: http.StatusConflict, code: CodeThreadNotEmpty, title: "Thread already has history",
 		detail: "import only into a thread that does not exist yet"},
+	{errs: []error{ErrHistoryIncomplete}, status: http.StatusConflict, code: CodeHistoryIncomplete, title: "History incomplete", quote: true},
 	{errs: []error{ErrRunNotRunning}, status: http.StatusConflict, code: CodeRunNotRunning, title: "Run is not running"},
 	{errs: []error{recorder.ErrThreadNotFound}, status: http.StatusNotFound, code: CodeThreadNotFound, title: "Thread not found"},
 	{errs: []error{recorder.ErrRunNotFound}, status: http.StatusNotFound, code: CodeRunNotFound, title: "Run not found"},
@@ -213,7 +221,7 @@ func StoreErr(err error) error {
 		return nil
 	}
 	for _, s := range []error{recorder.ErrThreadNotFound, recorder.ErrRunNotFound, recorder.ErrNotFound,
-		recorder.ErrRunAlreadyStarted, recorder.ErrThreadRoomMismatch, recorder.ErrThreadBusy,
+		recorder.ErrRunAlreadyStarted, recorder.ErrThreadRoomMismatch, recorder.ErrThreadBusy, recorder.ErrInvalidPageCursor,
 		agui.ErrInvalidID, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, s) {
 			return err

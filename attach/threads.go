@@ -1,0 +1,170 @@
+package attach
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// ThreadSummaryView is one thread of GET {prefix}threads.
+type ThreadSummaryView struct {
+	ThreadID string `json:"threadId"`
+	// Title is the first user message of the thread's first run, cut (recorder.MaxTitleBytes).
+	Title     string    `json:"title,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	// ActiveAt is the start of the latest run: the list's order.
+	ActiveAt time.Time `json:"activeAt"`
+	// UpdatedAt is the latest run's last write (an event or its end).
+	UpdatedAt    time.Time `json:"updatedAt"`
+	RunCount     int       `json:"runCount"`
+	LatestRunID  string    `json:"latestRunId"`
+	LatestStatus string    `json:"latestStatus"`
+}
+
+// ThreadListView is the JSON answer of GET {prefix}threads: one page of the caller's threads
+// on this route, most recently active first.
+type ThreadListView struct {
+	Threads []ThreadSummaryView `json:"threads"`
+	// NextCursor, passed as ?cursor=, continues after the page's last thread; absent at the end.
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+func summaryView(t recorder.ThreadSummary) ThreadSummaryView {
+	return ThreadSummaryView{ThreadID: t.ID, Title: t.Title, CreatedAt: t.CreatedAt, ActiveAt: t.ActiveAt,
+		UpdatedAt: t.UpdatedAt, RunCount: t.RunCount, LatestRunID: t.LatestRunID, LatestStatus: string(t.LatestStatus)}
+}
+
+// threadQuery reads ?limit=&cursor=&since=&until= (times in RFC 3339).
+func threadQuery(r *http.Request) (recorder.ThreadQuery, error) {
+	v := r.URL.Query()
+	q := recorder.ThreadQuery{Cursor: v.Get("cursor")}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > recorder.MaxThreadPage {
+			return q, fmt.Errorf("%w: limit %.20q: want an integer from 1 to %d", problem.ErrInvalidQuery, s, recorder.MaxThreadPage)
+		}
+		q.Limit = n
+	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		s := v.Get(p.name)
+		if s == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return q, fmt.Errorf("%w: %s %.40q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", problem.ErrInvalidQuery, p.name, s)
+		}
+		*p.dst = t
+	}
+	return q, nil
+}
+
+// serveList answers one page of the caller's threads.
+func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {
+	q, err := threadQuery(r)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	owner, err := h.threads.Owner(r)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	page, err := h.threads.Threads(r.Context(), owner, q)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	h.cfg.Metrics.ThreadsListed(len(page.Threads))
+	v := ThreadListView{Threads: make([]ThreadSummaryView, len(page.Threads)), NextCursor: page.NextCursor}
+	for i, t := range page.Threads {
+		v.Threads[i] = summaryView(t)
+	}
+	writeJSON(w, v)
+}
+
+// serveDelete removes the caller's thread: 204, 404 for an unknown or foreign thread, 409
+// ThreadBusy while a run is running (stop it first).
+func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request) {
+	owner, err := h.threads.Owner(r)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	if err := h.threads.Delete(r.Context(), owner, r.PathValue("thread")); err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	h.cfg.Metrics.ThreadDeleted()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// exportPage is how many threads the bulk export reads per index page.
+const exportPage = 100
+
+// serveBulkExport streams the caller's threads as NDJSON: one export document (the
+// per-thread format, formatVersion 1) per line, most recently active first, each with a
+// "cursor" member that continues the export after it (?cursor=). Memory stays bounded by one
+// index page and one thread, whatever the number of threads. An error after the first line
+// cannot change the status any more: the stream then ends early, and the client continues
+// from the last cursor it received.
+func (h *Handler) serveBulkExport(w http.ResponseWriter, r *http.Request) {
+	q, err := threadQuery(r)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	owner, err := h.threads.Owner(r)
+	if err != nil {
+		writeErr(w, r, h.log, err)
+		return
+	}
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	q.Limit = exportPage
+	started := false
+	for {
+		page, err := h.threads.Threads(ctx, owner, q)
+		if err != nil {
+			if !started {
+				writeErr(w, r, h.log, err)
+			} else {
+				h.log.Warn("bulk export ended early", "err", err)
+			}
+			return
+		}
+		if !started {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		h.cfg.Metrics.ThreadsListed(len(page.Threads))
+		for _, t := range page.Threads {
+			doc, err := ExportThread(ctx, h.store, t.ID)
+			if err != nil {
+				h.log.Warn("bulk export ended early", "thread_id", t.ID, "err", err)
+				return
+			}
+			doc.Cursor = recorder.CursorAfter(t)
+			line, _ := json.Marshal(doc)
+			if _, err := w.Write(append(validUTF8(line), '\n')); err != nil {
+				return // the client is gone
+			}
+			rc.Flush()
+		}
+		if page.NextCursor == "" {
+			return
+		}
+		q.Cursor = page.NextCursor
+	}
+}

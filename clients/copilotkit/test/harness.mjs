@@ -13,6 +13,10 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = join(here, "..", "..", "..");
 const children = new Set();
 const tmpDirs = [];
+// A test process that dies without its after hooks still takes its children with it.
+process.on("exit", () => {
+  for (const c of children) c.kill("SIGKILL");
+});
 
 /** A free TCP port on 127.0.0.1 (released before it is used: fine on a test machine). */
 export async function freePort() {

@@ -235,30 +235,72 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
 // CheckConfig reads the server settings that decide what a crash or memory pressure can lose
 // and logs a warning for each risky one: maxmemory-policy other than noeviction or volatile-*
 // (events may be evicted), appendonly no (a restart loses everything since the last
-// snapshot). It returns the warnings it logged. A server that refuses CONFIG (managed Redis)
-// gives one warning saying so, never an error.
+// snapshot), and, with WaitReplicas, a master with fewer connected replicas than that (every
+// write would fail with ErrNotReplicated). It returns the warnings it logged, each once. On
+// Cluster every master is checked. A server that refuses CONFIG (managed Redis) gives one
+// warning saying so, never an error.
 func (s *RedisStore) CheckConfig(ctx context.Context) []string {
+	var mu sync.Mutex
 	var warnings []string
-	warn := func(msg string, args ...any) {
-		warnings = append(warnings, msg)
-		s.log.Warn(msg, args...)
+	seen := map[string]bool{}
+	warn := func(node, msg string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		s.log.Warn(msg, append(args, "node", node)...)
+		if !seen[msg] {
+			seen[msg] = true
+			warnings = append(warnings, msg)
+		}
 	}
-	vals, err := s.r.ConfigGet(ctx, "maxmemory-policy").Result()
-	if err != nil {
-		warn("redis: cannot read server configuration; check maxmemory-policy and appendonly by hand", "err", err)
+	check := func(ctx context.Context, c redis.Cmdable, node string) {
+		if s.waitN > 0 {
+			repl, err := c.Info(ctx, "replication").Result()
+			if err == nil && connectedReplicas(repl) < s.waitN {
+				warn(node, "redis: a master has fewer connected replicas than AGUI_REDIS_WAIT_REPLICAS; writes will fail until they connect",
+					"connected", connectedReplicas(repl), "wait_replicas", s.waitN)
+			}
+		}
+		vals, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			warn(node, "redis: cannot read server configuration; check maxmemory-policy and appendonly by hand", "err", err)
+			return
+		}
+		if p := vals["maxmemory-policy"]; p != "noeviction" && !strings.HasPrefix(p, "volatile-") {
+			warn(node, "redis: maxmemory-policy lets Redis evict recorded events; use noeviction or volatile-* with a TTL", "maxmemory-policy", p)
+		}
+		if vals, err = c.ConfigGet(ctx, "appendonly").Result(); err != nil {
+			warn(node, "redis: cannot read server configuration; check appendonly by hand", "err", err)
+			return
+		}
+		if vals["appendonly"] != "yes" {
+			warn(node, "redis: appendonly is off; a Redis restart loses every event written since the last snapshot", "appendonly", vals["appendonly"])
+		}
+	}
+	cc, ok := s.r.(*redis.ClusterClient)
+	if !ok {
+		check(ctx, s.r, s.spec.topology.String())
 		return warnings
 	}
-	if p := vals["maxmemory-policy"]; p != "noeviction" && !strings.HasPrefix(p, "volatile-") {
-		warn("redis: maxmemory-policy lets Redis evict recorded events; use noeviction or volatile-* with a TTL", "maxmemory-policy", p)
-	}
-	if vals, err = s.r.ConfigGet(ctx, "appendonly").Result(); err != nil {
-		warn("redis: cannot read server configuration; check appendonly by hand", "err", err)
-		return warnings
-	}
-	if vals["appendonly"] != "yes" {
-		warn("redis: appendonly is off; a Redis restart loses every event written since the last snapshot", "appendonly", vals["appendonly"])
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		check(ctx, c, c.Options().Addr)
+		return nil
+	}); err != nil {
+		warn("cluster", "redis: cannot reach every cluster master to check its configuration", "err", err)
 	}
 	return warnings
+}
+
+// connectedReplicas reads connected_slaves from INFO replication (-1 when absent).
+func connectedReplicas(info string) int {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			n, err := strconv.Atoi(v)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // scriptError maps a script's error reply to the package's sentinels.

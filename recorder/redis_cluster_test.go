@@ -197,3 +197,34 @@ func TestRedisWaitReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisCheckConfigTopologies: CheckConfig reads every cluster master and the Sentinel
+// master, warns once per risk (these servers run without AOF), and warns when WaitReplicas
+// asks for more replicas than a master has.
+func TestRedisCheckConfigTopologies(t *testing.T) {
+	cl := redistest.SharedCluster(t)
+	sn := redistest.SharedSentinel(t)
+	for name, cfg := range map[string]recorder.RedisConfig{
+		"cluster":  {ClusterAddrs: cl.Addrs(), WaitReplicas: 2},
+		"sentinel": {SentinelAddrs: sn.SentinelAddrs(), SentinelMaster: redistest.SentinelMaster, WaitReplicas: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logs logBuffer
+			cfg.Logger = logs.logger()
+			s := newRedisStore(t, cfg)
+			got := s.CheckConfig(t.Context())
+			want := []string{"fewer connected replicas", "appendonly is off"}
+			if len(got) != len(want) {
+				t.Fatalf("CheckConfig() = %q, want %d warnings like %q", got, len(want), want)
+			}
+			for i, w := range want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %d = %q, want it to mention %q", i, got[i], w)
+				}
+			}
+			if name == "cluster" && strings.Count(logs.String(), "appendonly is off") != 3 {
+				t.Errorf("cluster: appendonly warning logged %d times, want once per master (3): %s", strings.Count(logs.String(), "appendonly is off"), logs.String())
+			}
+		})
+	}
+}

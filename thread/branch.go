@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/recorder"
@@ -23,6 +25,10 @@ const checkpointVersion = 1
 type checkpoint struct {
 	V      int               `json:"v"`
 	Events []json.RawMessage `json:"events"`
+	// MessageIDs are the ids of the messages a client holds after replaying Events, sorted:
+	// a run start reads them instead of parsing and replaying the events. Checkpoints written
+	// before the field existed lack it; their readers replay the events as before.
+	MessageIDs *[]string `json:"messageIds,omitempty"`
 }
 
 // Lineage returns the runs from the thread's root to runID, following parentRunId.
@@ -186,6 +192,10 @@ func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, e
 	for i, e := range events {
 		cp.Events[i] = e.Raw
 	}
+	if known, err := messageIDs(events); err == nil {
+		ids := slices.Sorted(maps.Keys(known))
+		cp.MessageIDs = &ids
+	}
 	data, err := json.Marshal(cp)
 	if err == nil {
 		err = s.store.PutCheckpoint(ctx, threadID, runID, data)
@@ -209,9 +219,25 @@ func (s *Service) MessageIDs(ctx context.Context, threadID, runID string) (map[s
 	if runID == "" {
 		return nil, nil
 	}
+	// The usual case at a run start: the parent ended and its checkpoint lists its message
+	// ids (one read, no replay); an older checkpoint without the list is replayed.
+	data, err := s.store.Checkpoint(ctx, threadID, runID)
+	if err == nil {
+		var ids struct {
+			V          int       `json:"v"`
+			MessageIDs *[]string `json:"messageIds"`
+		}
+		if json.Unmarshal(data, &ids) == nil && ids.V == checkpointVersion && ids.MessageIDs != nil {
+			known := make(map[string]bool, len(*ids.MessageIDs))
+			for _, id := range *ids.MessageIDs {
+				known[id] = true
+			}
+			return known, nil
+		}
+	}
 	events, err := s.loadCheckpoint(ctx, threadID, runID)
 	if err == nil {
-		return messageIDs(events) // the usual case at a run start: the parent ended, one read
+		return messageIDs(events)
 	}
 	run, err := s.store.Run(ctx, threadID, runID)
 	if err != nil {

@@ -71,6 +71,7 @@ type run struct {
 	seq      int64 // last seq assigned; pump goroutine only
 	started  bool  // RUN_STARTED sent; pump goroutine only
 	terminal string
+	refused  int // data frames the agent sent after the terminal event (not forwarded)
 	// status and detail are how the run ended, once it did; settled is the seq its end was
 	// recorded through (0: not yet).
 	status  recorder.RunStatus
@@ -214,6 +215,13 @@ func (r *run) pump(body io.ReadCloser) {
 				break
 			}
 		}
+		if r.terminal != "" {
+			// The run ended at its terminal event: what the agent sends after it is refused
+			// (neither forwarded nor recorded), so the live stream, every replay and the
+			// runs tree tell the same story. Counted and logged when the run ends.
+			r.refused++
+			continue
+		}
 		if !ok {
 			h.log.LogAttrs(r.ctx, slog.LevelWarn, "recording a frame whose data is not a JSON event",
 				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Int64("seq", r.seq+1))
@@ -230,6 +238,9 @@ func (r *run) pump(body io.ReadCloser) {
 				r.status = recorder.StatusError
 			}
 			r.settle()
+			r.bc.publish(out, r.seq)
+			r.bc.end() // the client's stream ends with the terminal event
+			continue
 		}
 		r.bc.publish(out, r.seq)
 	}
@@ -252,6 +263,11 @@ func (r *run) end(readErr error) {
 		h.log.LogAttrs(context.Background(), slog.LevelWarn, "run ended without a terminal event from the agent",
 			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 			slog.String("code", code), slog.Any("err", readErr))
+	}
+	if r.refused > 0 {
+		h.log.LogAttrs(context.Background(), slog.LevelWarn, "refused events the agent sent after the run's terminal event",
+			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
+			slog.String("terminal", r.terminal), slog.Int("refused", r.refused))
 	}
 	status, detail := r.status, r.detail
 	if r.settled != r.seq {

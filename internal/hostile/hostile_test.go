@@ -496,10 +496,10 @@ var cases = []tcase{
 	upstreamCase("bad-patch", "huge-number", frames(fStarted, data(`{"type":"STATE_SNAPSHOT","snapshot":{"n":1e400}}`), fFinished), nil),
 
 	// Events after the terminal event: the live stream and every replay agree.
-	pending("after-terminal: events after the terminal event are forwarded live but left out of every replay", upstreamCase("after-terminal", "content-after-finished", frames(fStarted, fFinished, fMsgStart, fMsgText, fMsgEnd), sameReplay)),
-	pending("after-terminal: events after the terminal event are forwarded live but left out of every replay", upstreamCase("after-terminal", "second-run-started", frames(fStarted, fFinished, fStarted, fFinished), sameReplay)),
-	pending("after-terminal: events after the terminal event are forwarded live but left out of every replay", upstreamCase("after-terminal", "after-run-error", frames(fStarted, data(`{"type":"RUN_ERROR","message":"x"}`), data(`{"type":"CUSTOM","name":"late","value":1}`)), sameReplay)),
-	pending("after-terminal: events after the terminal event are forwarded live but left out of every replay", upstreamCase("after-terminal", "status-agrees", frames(fStarted, fFinished, data(`{"type":"CUSTOM","name":"late","value":1}`)),
+	upstreamCase("after-terminal", "content-after-finished", frames(fStarted, fFinished, fMsgStart, fMsgText, fMsgEnd), sameReplay),
+	upstreamCase("after-terminal", "second-run-started", frames(fStarted, fFinished, fStarted, fFinished), sameReplay),
+	upstreamCase("after-terminal", "after-run-error", frames(fStarted, data(`{"type":"RUN_ERROR","message":"x"}`), data(`{"type":"CUSTOM","name":"late","value":1}`)), sameReplay),
+	upstreamCase("after-terminal", "status-agrees", frames(fStarted, fFinished, data(`{"type":"CUSTOM","name":"late","value":1}`)),
 		func(t *testing.T, e *env, thread, run string, r reply) {
 			live := events(t, r.body)
 			v := e.waitEnded(t, thread)
@@ -507,7 +507,7 @@ var cases = []tcase{
 			if len(v.Runs) != 1 || v.Runs[0].Status != want {
 				t.Fatalf("live stream ends %v, runs tree %+v", types(live), v.Runs)
 			}
-		})),
+		}),
 
 	// Orphan events: forwarded; the thread stays readable and its prelude starts with
 	// RUN_STARTED.

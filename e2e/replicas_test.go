@@ -43,6 +43,34 @@ func twoReplicas(t testing.TB, upstream string) (a, b string) {
 	return urls[0], urls[1]
 }
 
+// twoClusterReplicas is twoReplicas on a private 3-master, 3-replica Redis Cluster: each
+// proxy's store reaches it through seed addresses.
+func twoClusterReplicas(t testing.TB, upstream string) (a, b string) {
+	t.Helper()
+	c := redistest.StartCluster(t)
+	var urls [2]string
+	for i := range urls {
+		st, err := recorder.NewRedisStore(t.Context(), recorder.RedisConfig{ClusterAddrs: c.Addrs(), Prefix: "e2e", FollowBlock: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatalf("NewRedisStore(cluster %v) error = %v", c.Addrs(), err)
+		}
+		t.Cleanup(func() { st.Close() })
+		urls[i] = startResumeProxy(t, upstream, st)
+	}
+	return urls[0], urls[1]
+}
+
+// TestResumeAcrossReplicasCluster is TestResumeAcrossReplicas with both proxies on Redis
+// Cluster: B serves the prelude from the cluster and A's live tail through the Cluster tail
+// (per-slot reads).
+func TestResumeAcrossReplicasCluster(t *testing.T) {
+	requireOfficialClient(t)
+	a, b := twoClusterReplicas(t, startDemo(t))
+	scen := harnessScenarios()
+	out, err := runResumeHarness(t, a, b, scen)
+	requireResumed(t, "resume-scenarios(replica A, reattach on B, Redis Cluster)", scen, out, err)
+}
+
 // TestResumeAcrossReplicas is the cross-replica resume (docs/design.md F1): the official client runs every scenario
 // through replica A, is cut after K events, and reattaches through replica B (both ways,
 // live and after the run ended); B serves the prelude and A's live tail from Redis.

@@ -69,6 +69,7 @@ async function baseline(runId, scenario, intervalMs) {
 
 async function openPage() {
   const page = await context.newPage();
+  page.setDefaultTimeout(90000); // this machine is shared and often loaded; nothing here is timed
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   await page.goto(relay.url + "__app/index.html");

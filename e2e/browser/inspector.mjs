@@ -8,7 +8,7 @@
 //      page sees it young): its events keep arriving on the page while the run streams (the count
 //      grows, the LIVE badge shows), then the Stop button ends it: the page shows the
 //      RUN_ERROR CANCELLED event and the run's new status;
-//   3. the Export link downloads the thread's export document.
+//   3. the Export link downloads the thread's export document; the thread list offers the thread.
 // Takes a screenshot of each view. Prints one JSON object with what it saw on stdout; exits 1
 // naming each failed check.
 //
@@ -63,9 +63,7 @@ try {
   page.setDefaultTimeout(timeout);
   const pageErrors = [];
   page.on("pageerror", (err) => pageErrors.push(String(err)));
-  // Failed requests, except the thread list: a proxy without one answers 404 and the page
-  // then offers the typed-in thread id only.
-  page.on("response", (r) => r.status() >= 400 && !new URL(r.url()).pathname.endsWith("/threads") && pageErrors.push(`${r.status()} ${r.request().method()} ${r.url()}`));
+  page.on("response", (r) => r.status() >= 400 && pageErrors.push(`${r.status()} ${r.request().method()} ${r.url()}`));
 
   // 1. The branched thread.
   await page.goto(`${opts.page}?thread=${encodeURIComponent(opts.thread)}`);
@@ -80,6 +78,9 @@ try {
       branches: li.querySelector(":scope > button .tag.branch")?.textContent ?? "",
       status: li.dataset.status,
     })));
+  // The thread list (GET {prefix}threads) offers the thread.
+  await page.waitForFunction((t) => [...document.querySelectorAll("#thread-list option")].some((o) => o.value === t), opts.thread);
+  observed.listed = await page.$$eval("#thread-list option", (os) => os.map((o) => o.value).filter(Boolean));
   for (const [id, want] of Object.entries(expect.runs)) {
     const node = observed.tree.find((n) => n.run === id);
     check(node, `run ${id} is in the tree`);

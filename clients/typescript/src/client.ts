@@ -48,12 +48,25 @@ export interface ThreadExport {
   runs: Array<RunInfo & { eventList: BaseEvent[] }>;
 }
 
-/** One page of the thread list (GET {prefix}threads), on proxies that have it. */
+/** One thread of GET {prefix}threads. */
+export interface ThreadSummary {
+  threadId: string;
+  /** The first user message, cut. */
+  title?: string;
+  createdAt: string;
+  /** The last activity (newest first in the list). */
+  activeAt: string;
+  updatedAt: string;
+  runCount: number;
+  latestRunId: string;
+  latestStatus: string;
+}
+
+/** One page of the caller's threads (GET {prefix}threads), newest activity first. */
 export interface ThreadList {
-  threads: Array<Record<string, unknown> & { threadId?: string; id?: string }>;
-  /** Pass as `cursor` to get the next page. */
+  threads: ThreadSummary[];
+  /** Pass as `cursor` to get the next page; absent on the last page. */
   nextCursor?: string;
-  [key: string]: unknown;
 }
 
 /** Options of AguiProxyClient. */

@@ -13,6 +13,7 @@ export {
   type RunsTree,
   type ThreadExport,
   type ThreadList,
+  type ThreadSummary,
   type ThreadSnapshot,
 } from "./client.js";
 export {

@@ -187,8 +187,11 @@ describe("proxy endpoints", () => {
     await slow.stop();
     await running;
     assert.deepEqual(codes, ["CANCELLED"]);
-    const list = await agent.threads();
-    assert.ok(list === undefined || Array.isArray(list.threads), "the thread list is absent or a list");
+    const list = await agent.threads({ limit: 100 });
+    const mine = list.threads.find((t) => t.threadId === threadId);
+    assert.ok(mine, "the thread list has the thread");
+    assert.equal(mine.runCount, 3);
+    assert.equal(mine.latestRunId, r3);
   });
 });
 

@@ -4,19 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
-	"github.com/agui-proxy/agui-proxy/internal/demoagent"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
@@ -33,11 +31,7 @@ type env struct {
 func newEnv(t *testing.T, cfg proxy.Config) *env {
 	t.Helper()
 	e := &env{}
-	agent := demoagent.New(demoagent.Config{})
-	e.agent = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		agent.ServeHTTP(w, r)
-	}))
-	t.Cleanup(e.agent.Close)
+	e.agent = runtest.StartAgent(t).Server
 	u, _ := url.Parse(e.agent.URL)
 	cfg.Upstream = u
 	if cfg.HeartbeatInterval == 0 {
@@ -58,24 +52,9 @@ func newEnv(t *testing.T, cfg proxy.Config) *env {
 	return e
 }
 
-func runBody(thread, run, scenario, extra string) string {
-	return fmt.Sprintf(`{"threadId":%q,"runId":%q,"state":{},"messages":[{"id":"u-%s","role":"user","content":"hi"}],"tools":[],"context":[],"forwardedProps":{"scenario":%q%s}}`,
-		thread, run, run, scenario, extra)
-}
-
 func (e *env) post(t *testing.T, ctx context.Context, body string, hdr http.Header) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.px.URL+"/", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return runtest.PostRun(t, ctx, e.px.URL+"/", body, hdr)
 }
 
 func (e *env) get(t *testing.T, path string, hdr http.Header) *http.Response {
@@ -155,21 +134,6 @@ func rawRun(t *testing.T, store recorder.Store, threadID, run string) []event {
 		out = append(out, event{data: data, typ: r.Type})
 	}
 	return out
-}
-
-func waitEnded(t *testing.T, store recorder.Store, thread, run string) recorder.Run {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r, err := store.Run(context.Background(), thread, run)
-		if err == nil && r.Status != recorder.StatusRunning {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s/%s not ended: %+v %v", thread, run, r, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func jsonEqual(a, b string) bool {

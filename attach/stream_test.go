@@ -11,6 +11,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/attach"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
@@ -28,10 +29,10 @@ func TestThreadAttachEveryScenario(t *testing.T) {
 			var raw []event
 			for i, s := range []string{"chat", sc} {
 				run := thread + "-r" + string(rune('1'+i))
-				res := e.post(t, t.Context(), runBody(thread, run, s, `,"intervalMs":0`), nil)
+				res := e.post(t, t.Context(), runtest.RunBody(thread, run, s, `,"intervalMs":0`), nil)
 				io.Copy(io.Discard, res.Body)
 				res.Body.Close()
-				waitEnded(t, store, thread, run)
+				runtest.WaitRunEnded(t, store, thread, run)
 				raw = append(raw, rawRun(t, store, thread, run)...)
 			}
 			res := e.get(t, "/agui/threads/"+thread+"/events", nil)
@@ -67,7 +68,7 @@ func TestThreadAttachEveryScenario(t *testing.T) {
 // no duplicate at the seam).
 func TestAttachToLiveRun(t *testing.T) {
 	e := newEnv(t, proxy.Config{})
-	body := runBody("live", "live-1", "state", `,"intervalMs":5`)
+	body := runtest.RunBody("live", "live-1", "state", `,"intervalMs":5`)
 	res := e.post(t, t.Context(), body, nil)
 	defer res.Body.Close()
 	rd := sse.NewReader(res.Body, sse.Limits{})
@@ -92,7 +93,7 @@ func TestAttachToLiveRun(t *testing.T) {
 	}
 	io.Copy(io.Discard, res.Body)
 	wg.Wait()
-	waitEnded(t, e.h.Store(), "live", "live-1")
+	runtest.WaitRunEnded(t, e.h.Store(), "live", "live-1")
 	raw := rawRun(t, e.h.Store(), "live", "live-1")
 	wm, ws := replay(t, raw)
 	for i, got := range streams {
@@ -128,7 +129,7 @@ func TestResumePOST(t *testing.T) {
 		t.Run("k"+itoa(k), func(t *testing.T) {
 			e := newEnv(t, proxy.Config{})
 			thread, run := "resume-"+itoa(k), "run-"+itoa(k)
-			body := runBody(thread, run, "tools", `,"intervalMs":2`)
+			body := runtest.RunBody(thread, run, "tools", `,"intervalMs":2`)
 			ctx, cancel := context.WithCancel(t.Context())
 			res := e.post(t, ctx, body, nil)
 			rd := sse.NewReader(res.Body, sse.Limits{})
@@ -156,7 +157,7 @@ func TestResumePOST(t *testing.T) {
 			if got[0].typ != agui.RunStarted || !bytes.Contains(got[0].data, []byte(`"runId":"`+run+`"`)) {
 				t.Errorf("resume starts with %s", got[0].data)
 			}
-			waitEnded(t, e.h.Store(), thread, run)
+			runtest.WaitRunEnded(t, e.h.Store(), thread, run)
 			raw := rawRun(t, e.h.Store(), thread, run)
 			gm, gs := replay(t, got)
 			wm, ws := replay(t, raw)
@@ -182,10 +183,10 @@ func itoa(n int) string {
 // after it, nothing else.
 func TestLastEventIDAttach(t *testing.T) {
 	e := newEnv(t, proxy.Config{})
-	res := e.post(t, t.Context(), runBody("le", "le-1", "chat", ""), nil)
+	res := e.post(t, t.Context(), runtest.RunBody("le", "le-1", "chat", ""), nil)
 	all := readEvents(t, res.Body)
 	res.Body.Close()
-	waitEnded(t, e.h.Store(), "le", "le-1")
+	runtest.WaitRunEnded(t, e.h.Store(), "le", "le-1")
 	for _, via := range []string{"header", "query"} {
 		t.Run(via, func(t *testing.T) {
 			cut := all[4].id
@@ -221,10 +222,10 @@ func TestLastEventIDAttach(t *testing.T) {
 func TestAttachErrors(t *testing.T) {
 	e := newEnv(t, proxy.Config{IdentityHeader: "X-User"})
 	alice := http.Header{"X-User": {"alice"}}
-	res := e.post(t, t.Context(), runBody("own", "own-1", "chat", ""), alice)
+	res := e.post(t, t.Context(), runtest.RunBody("own", "own-1", "chat", ""), alice)
 	all := readEvents(t, res.Body)
 	res.Body.Close()
-	waitEnded(t, e.h.Store(), "own", "own-1")
+	runtest.WaitRunEnded(t, e.h.Store(), "own", "own-1")
 	c, _ := recorder.ParseCursor(all[3].id)
 	wrongEpoch := recorder.Cursor{RunID: c.RunID, Epoch: "aaaaaaaa", Seq: c.Seq}.String()
 	tests := []struct {
@@ -274,7 +275,7 @@ func TestAttachErrors(t *testing.T) {
 // TestStopRun stops a running run: every client sees it end with RUN_ERROR CANCELLED.
 func TestStopRun(t *testing.T) {
 	e := newEnv(t, proxy.Config{})
-	res := e.post(t, t.Context(), runBody("stop", "stop-1", "bench", `,"events":2000,"intervalMs":5`), nil)
+	res := e.post(t, t.Context(), runtest.RunBody("stop", "stop-1", "bench", `,"events":2000,"intervalMs":5`), nil)
 	defer res.Body.Close()
 	rd := sse.NewReader(res.Body, sse.Limits{})
 	for n := 0; n < 3; {
@@ -299,7 +300,7 @@ func TestStopRun(t *testing.T) {
 	if last.typ != agui.RunError || !bytes.Contains(last.data, []byte(`"CANCELLED"`)) {
 		t.Errorf("stream ended with %s", last.data)
 	}
-	r := waitEnded(t, e.h.Store(), "stop", "stop-1")
+	r := runtest.WaitRunEnded(t, e.h.Store(), "stop", "stop-1")
 	if r.Status != recorder.StatusError || r.Detail != "CANCELLED" {
 		t.Errorf("run = %+v", r)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkRunThroughput(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				res := postRun(b, context.Background(), target, fmt.Sprintf(`{"threadId":"t%d","runId":"r%d","messages":[]}`, i, i), nil)
+				res := runtest.PostRun(b, context.Background(), target, fmt.Sprintf(`{"threadId":"t%d","runId":"r%d","messages":[]}`, i, i), nil)
 				n, _ := io.Copy(io.Discard, res.Body)
 				res.Body.Close()
 				if n < events*150 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -30,16 +31,16 @@ func TestNextRunRightAfterTerminalEvent(t *testing.T) {
 }
 
 func testNextRunRightAfterTerminal(t *testing.T, cfg Config) {
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	_, a := startProxy(t, agent.URL, cfg)
 	_, b := startProxy(t, agent.URL, cfg)
 	replicas := []string{a.URL, b.URL}
 	const rounds = 20
 	for i := range rounds {
 		run := fmt.Sprintf("r%d", i)
-		res := postRun(t, t.Context(), replicas[i%2], runBody("loop", run, "tools"), nil)
+		res := runtest.PostRun(t, t.Context(), replicas[i%2], runtest.RunBody("loop", run, "tools"), nil)
 		if res.StatusCode != http.StatusOK {
-			p := decodeProblem(t, res)
+			p := runtest.DecodeProblem(t, res)
 			t.Fatalf("round %d: POST %s right after the previous run's terminal event = %d %s, want 200", i, run, res.StatusCode, p.Code)
 		}
 		if typ := readToTerminal(t, res.Body); typ != agui.RunFinished {
@@ -74,7 +75,7 @@ func TestConcurrentStartsOneWins(t *testing.T) {
 		"redis":  newRedisStore(t, srv),
 	} {
 		t.Run(name, func(t *testing.T) {
-			agent := startAgent(t)
+			agent := runtest.StartAgent(t)
 			_, a := startProxy(t, agent.URL, Config{Store: store})
 			_, b := startProxy(t, agent.URL, Config{Store: store})
 			const n = 8
@@ -84,13 +85,13 @@ func TestConcurrentStartsOneWins(t *testing.T) {
 			for i := range n {
 				wg.Go(func() {
 					url := []string{a.URL, b.URL}[i%2]
-					res := postRun(t, context.Background(), url, runBody("contested", fmt.Sprintf("c%d", i), "chat", `,"intervalMs":20`), nil)
+					res := runtest.PostRun(t, context.Background(), url, runtest.RunBody("contested", fmt.Sprintf("c%d", i), "chat", `,"intervalMs":20`), nil)
 					defer res.Body.Close()
 					codes[i] = res.StatusCode
 					if res.StatusCode == http.StatusOK {
 						io.Copy(io.Discard, res.Body)
 					} else {
-						problems[i] = decodeProblem(t, res).Code
+						problems[i] = runtest.DecodeProblem(t, res).Code
 					}
 				})
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -15,12 +16,12 @@ import (
 // body then failed and closed the upstream connection, so ~1 run in 5 ended with
 // UPSTREAM_DISCONNECTED. The outbound request now gets a body of its own.
 func TestImmediateDisconnectKeepsRun(t *testing.T) {
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	h, px := startProxy(t, agent.URL, Config{})
 	for i := range 60 {
 		run := fmt.Sprintf("dr-%d", i)
 		ctx, cancel := context.WithCancel(context.Background())
-		res := postRun(t, ctx, px.URL, runBody("dr", run, "unicode", `,"intervalMs":15`), nil)
+		res := runtest.PostRun(t, ctx, px.URL, runtest.RunBody("dr", run, "unicode", `,"intervalMs":15`), nil)
 		rd := sse.NewReader(res.Body, sse.Limits{})
 		for {
 			f, err := rd.Next()
@@ -30,7 +31,7 @@ func TestImmediateDisconnectKeepsRun(t *testing.T) {
 		}
 		cancel()
 		res.Body.Close()
-		if r := waitRunEnded(t, h.Store(), "dr", run); r.Status != recorder.StatusFinished {
+		if r := runtest.WaitRunEnded(t, h.Store(), "dr", run); r.Status != recorder.StatusFinished {
 			t.Fatalf("run %d ended %s %s after its client left: the client's departure reached the agent", i, r.Status, r.Detail)
 		}
 	}

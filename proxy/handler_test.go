@@ -11,6 +11,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -24,18 +25,18 @@ func TestRunEveryScenario(t *testing.T) {
 }
 
 func testEveryScenario(t *testing.T, cfg Config) {
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	h, px := startProxy(t, agent.URL, cfg)
 	for _, sc := range demoagent.Scenarios() {
 		t.Run(sc, func(t *testing.T) {
 			extra := `,"intervalMs":0,"events":50,"size":40000`
-			direct := postRun(t, t.Context(), agent.URL, runBody("direct-"+sc, "run-"+sc, sc, extra), nil)
+			direct := runtest.PostRun(t, t.Context(), agent.URL, runtest.RunBody("direct-"+sc, "run-"+sc, sc, extra), nil)
 			want, err := readFrames(t, direct.Body)
 			direct.Body.Close()
 			if err != nil {
 				t.Fatalf("reading the direct stream: %v", err)
 			}
-			res := postRun(t, t.Context(), px.URL, runBody("thread-"+sc, "run-"+sc, sc, extra), nil)
+			res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("thread-"+sc, "run-"+sc, sc, extra), nil)
 			defer res.Body.Close()
 			if res.StatusCode != http.StatusOK || !isEventStream(res.Header) {
 				t.Fatalf("status %d, Content-Type %q", res.StatusCode, res.Header.Get("Content-Type"))
@@ -103,7 +104,7 @@ func testEveryScenario(t *testing.T, cfg Config) {
 			}
 
 			// The store holds exactly the frames the client received.
-			run := waitRunEnded(t, h.Store(), "thread-"+sc, "run-"+sc)
+			run := runtest.WaitRunEnded(t, h.Store(), "thread-"+sc, "run-"+sc)
 			stored := storedEvents(t, h.Store(), "thread-"+sc, "run-"+sc)
 			if len(stored) != len(gotData) {
 				t.Fatalf("stored %d events, client saw %d", len(stored), len(gotData))
@@ -127,10 +128,10 @@ func testEveryScenario(t *testing.T, cfg Config) {
 // TestClientDisconnectDoesNotStopRun pins the product's first promise: a client that drops
 // after 3 events does not stop the agent, and the whole run is recorded (docs/design.md F1).
 func TestClientDisconnectDoesNotStopRun(t *testing.T) {
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	h, px := startProxy(t, agent.URL, Config{})
 	ctx, cancel := context.WithCancel(t.Context())
-	res := postRun(t, ctx, px.URL, runBody("t-drop", "r-drop", "bench", `,"events":60,"intervalMs":5`), nil)
+	res := runtest.PostRun(t, ctx, px.URL, runtest.RunBody("t-drop", "r-drop", "bench", `,"events":60,"intervalMs":5`), nil)
 	rd := sse.NewReader(res.Body, sse.Limits{})
 	for seen := 0; seen < 3; {
 		f, err := rd.Next()
@@ -144,11 +145,11 @@ func TestClientDisconnectDoesNotStopRun(t *testing.T) {
 	cancel()
 	res.Body.Close()
 
-	rep := agent.waitReport(t, "r-drop")
+	rep := agent.WaitReport(t, "r-drop")
 	if !rep.Completed || rep.Err != nil {
 		t.Fatalf("agent report %+v: the run was stopped by the client's disconnect", rep)
 	}
-	run := waitRunEnded(t, h.Store(), "t-drop", "r-drop")
+	run := runtest.WaitRunEnded(t, h.Store(), "t-drop", "r-drop")
 	stored := storedEvents(t, h.Store(), "t-drop", "r-drop")
 	if run.Status != recorder.StatusFinished || len(stored) != rep.EventsSent {
 		t.Fatalf("run %+v with %d stored events, want finished with the agent's %d", run, len(stored), rep.EventsSent)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -19,9 +20,9 @@ import (
 // checks that the run is ended with a recorded RUN_ERROR INTERRUPTED that the client receives,
 // that new runs are refused while draining, and that Ready reports it.
 func TestShutdownInterruptsAtDeadline(t *testing.T) {
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	h, px := startProxy(t, agent.URL, Config{})
-	res := postRun(t, t.Context(), px.URL, runBody("sd", "sd-1", "bench", `,"events":100000,"intervalMs":5`), nil)
+	res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("sd", "sd-1", "bench", `,"events":100000,"intervalMs":5`), nil)
 	defer res.Body.Close()
 	rd := sse.NewReader(res.Body, sse.Limits{})
 	for n := 0; n < 3; {
@@ -43,8 +44,8 @@ func TestShutdownInterruptsAtDeadline(t *testing.T) {
 	if err := h.Ready(context.Background()); !errors.Is(err, ErrShuttingDown) {
 		t.Errorf("Ready while draining = %v", err)
 	}
-	r2 := postRun(t, t.Context(), px.URL, runBody("sd2", "sd-2", "chat"), nil)
-	if p := decodeProblem(t, r2); r2.StatusCode != 503 || p.Code != CodeShuttingDown {
+	r2 := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("sd2", "sd-2", "chat"), nil)
+	if p := runtest.DecodeProblem(t, r2); r2.StatusCode != 503 || p.Code != CodeShuttingDown {
 		t.Errorf("new run while draining = %d %s", r2.StatusCode, p.Code)
 	}
 	frames, _ := readFrames(t, res.Body)
@@ -64,7 +65,7 @@ func TestShutdownInterruptsAtDeadline(t *testing.T) {
 // TestSlowClientDoesNotSlowTheRun has a client that stops reading: it is dropped at its queue
 // limit while the run streams to its end at full speed and is recorded whole (docs/design.md F20).
 func TestSlowClientDoesNotSlowTheRun(t *testing.T) {
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	h, px := startProxy(t, agent.URL, Config{ClientQueueBytes: 64 << 10, MaxBodyBytes: 64 << 10, MaxEventBytes: 64 << 10})
 	conn, err := net.Dial("tcp", px.Listener.Addr().String())
 	if err != nil {
@@ -72,7 +73,7 @@ func TestSlowClientDoesNotSlowTheRun(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.(*net.TCPConn).SetReadBuffer(4096)
-	body := runBody("slow", "slow-1", "bench", `,"events":20000,"intervalMs":0`)
+	body := runtest.RunBody("slow", "slow-1", "bench", `,"events":20000,"intervalMs":0`)
 	req, _ := http.NewRequest(http.MethodPost, px.URL+"/", bytes.NewBufferString(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -80,11 +81,11 @@ func TestSlowClientDoesNotSlowTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Never read: the client's socket buffers fill, then its queue.
-	rep := agent.waitReport(t, "slow-1")
+	rep := agent.WaitReport(t, "slow-1")
 	if !rep.Completed {
 		t.Fatalf("agent report %+v: the stalled client stopped the run", rep)
 	}
-	run := waitRunEnded(t, h.Store(), "slow", "slow-1")
+	run := runtest.WaitRunEnded(t, h.Store(), "slow", "slow-1")
 	if run.Status != recorder.StatusFinished || run.LastSeq != int64(rep.EventsSent) {
 		t.Errorf("run %+v, want finished with %d events", run, rep.EventsSent)
 	}
@@ -120,7 +121,7 @@ func TestUpstreamIdleWatchdog(t *testing.T) {
 		query, want string
 	}{{"", agui.RunFinished}, {"?stall=1", agui.RunError}} {
 		h, px := startProxy(t, up.URL+tt.query, Config{UpstreamIdleTimeout: idle})
-		res := postRun(t, t.Context(), px.URL+"/", `{"threadId":"t","runId":"r","messages":[]}`, nil)
+		res := runtest.PostRun(t, t.Context(), px.URL+"/", `{"threadId":"t","runId":"r","messages":[]}`, nil)
 		frames, _ := readFrames(t, res.Body)
 		res.Body.Close()
 		got := dataFrames(frames)
@@ -128,6 +129,6 @@ func TestUpstreamIdleWatchdog(t *testing.T) {
 		if last.eventType() != tt.want || (tt.want == agui.RunError && !bytes.Contains(last.data, []byte(CodeUpstreamIdle))) {
 			t.Errorf("upstream %q: stream ended with %s, want %s", tt.query, last.data, tt.want)
 		}
-		waitRunEnded(t, h.Store(), "t", "r")
+		runtest.WaitRunEnded(t, h.Store(), "t", "r")
 	}
 }

@@ -8,13 +8,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 )
 
 // TestNoCutStreamsUnderLoad pins the golang/go#40747 trap: the stock ReverseProxy cut 8 of
 // 2,500 SSE streams under load here (a closed-connection race around the inbound request body).
 // The proxy forwards a buffered copy of the body; zero cut streams is the bar.
 func TestNoCutStreamsUnderLoad(t *testing.T) {
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	_, px := startProxy(t, agent.URL, Config{AllowConcurrentRuns: true})
 	const runs, concurrency = 2500, 50
 	var next, cut atomic.Int64
@@ -27,7 +29,7 @@ func TestNoCutStreamsUnderLoad(t *testing.T) {
 				if i > runs {
 					return
 				}
-				res := postRun(t, context.Background(), px.URL, runBody(fmt.Sprintf("load-%d", i%100), fmt.Sprintf("run-%d", i), "chat"), nil)
+				res := runtest.PostRun(t, context.Background(), px.URL, runtest.RunBody(fmt.Sprintf("load-%d", i%100), fmt.Sprintf("run-%d", i), "chat"), nil)
 				body, err := io.ReadAll(res.Body)
 				res.Body.Close()
 				if err != nil || res.StatusCode != 200 || !bytes.Contains(body, []byte(`"RUN_FINISHED"`)) {

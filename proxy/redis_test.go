@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -51,7 +52,7 @@ func TestRedisEveryScenario(t *testing.T) {
 func TestRedisConcurrentRuns(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newRedisStore(t, srv)
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	_, px := startProxy(t, agent.URL, Config{Store: store, AllowConcurrentRuns: true})
 	const threads, perThread = 50, 4
 	var wg sync.WaitGroup
@@ -62,7 +63,7 @@ func TestRedisConcurrentRuns(t *testing.T) {
 			thread, run := fmt.Sprintf("th-%d", i%threads), fmt.Sprintf("run-%d", i)
 			var res *http.Response
 			for attempt := 0; ; attempt++ {
-				res = postRun(t, context.Background(), px.URL, runBody(thread, run, "bench", `,"events":30,"intervalMs":2`), nil)
+				res = runtest.PostRun(t, context.Background(), px.URL, runtest.RunBody(thread, run, "bench", `,"events":30,"intervalMs":2`), nil)
 				// 503 StoreUnavailable (with Retry-After) is the documented answer when Redis is
 				// too slow to register a run, as on a 2-core machine running every test at once;
 				// a client retries it. The run id is not consumed.
@@ -92,7 +93,7 @@ func TestRedisConcurrentRuns(t *testing.T) {
 	}
 	for i := range threads * perThread {
 		thread, run := fmt.Sprintf("th-%d", i%threads), fmt.Sprintf("run-%d", i)
-		r := waitRunEnded(t, store, thread, run)
+		r := runtest.WaitRunEnded(t, store, thread, run)
 		evs := storedEvents(t, store, thread, run)
 		if r.Status != recorder.StatusFinished || len(evs) != seen[i] || int64(len(evs)) != r.LastSeq || len(r.Gaps) != 0 {
 			t.Fatalf("run %s: %+v with %d stored events, client saw %d", run, r, len(evs), seen[i])
@@ -111,9 +112,9 @@ func TestRedisConcurrentRuns(t *testing.T) {
 func TestRedisPausedMidRun(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newRedisStore(t, srv)
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	h, px := startProxy(t, agent.URL, Config{Store: store})
-	res := postRun(t, t.Context(), px.URL, runBody("t-pause", "r-pause", "bench", `,"events":700,"intervalMs":10`), nil)
+	res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t-pause", "r-pause", "bench", `,"events":700,"intervalMs":10`), nil)
 	defer res.Body.Close()
 	rd := sse.NewReader(res.Body, sse.Limits{})
 	var got [][]byte
@@ -150,7 +151,7 @@ func TestRedisPausedMidRun(t *testing.T) {
 	if duringPause < 100 {
 		t.Errorf("only %d events reached the client while Redis was frozen: the live path waited on the store", duringPause)
 	}
-	rep := agent.waitReport(t, "r-pause")
+	rep := agent.WaitReport(t, "r-pause")
 	if !rep.Completed || len(got) != rep.EventsSent {
 		t.Fatalf("client got %d events, agent sent %d (completed %v)", len(got), rep.EventsSent, rep.Completed)
 	}
@@ -177,10 +178,10 @@ func TestRedisPausedMidRun(t *testing.T) {
 func TestRedisRestartedEmpty(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newRedisStore(t, srv)
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	_, px := startProxy(t, agent.URL, Config{Store: store})
 	run := func(thread, runID string) int {
-		res := postRun(t, t.Context(), px.URL, runBody(thread, runID, "chat"), nil)
+		res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody(thread, runID, "chat"), nil)
 		defer res.Body.Close()
 		io.Copy(io.Discard, res.Body)
 		return res.StatusCode
@@ -188,7 +189,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	if code := run("t1", "r1"); code != 200 {
 		t.Fatalf("first run: %d", code)
 	}
-	waitRunEnded(t, store, "t1", "r1")
+	runtest.WaitRunEnded(t, store, "t1", "r1")
 	srv.Kill()
 	srv.Restart()
 	n := 0
@@ -196,7 +197,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		n++
 		return run("t2", fmt.Sprintf("r-%d", n)) == 200
 	})
-	r := waitRunEnded(t, store, "t2", fmt.Sprintf("r-%d", n))
+	r := runtest.WaitRunEnded(t, store, "t2", fmt.Sprintf("r-%d", n))
 	if r.Status != recorder.StatusFinished || len(storedEvents(t, store, "t2", r.RunID)) == 0 {
 		t.Errorf("run after restart = %+v", r)
 	}
@@ -219,8 +220,8 @@ func TestHostileIDsNeverReachRedis(t *testing.T) {
 			fmt.Sprintf(`{"threadId":%q,"runId":"r","messages":[]}`, id),
 			fmt.Sprintf(`{"threadId":"t","runId":%q,"messages":[]}`, id),
 		} {
-			res := postRun(t, t.Context(), px.URL, body, nil)
-			if p := decodeProblem(t, res); res.StatusCode != http.StatusBadRequest {
+			res := runtest.PostRun(t, t.Context(), px.URL, body, nil)
+			if p := runtest.DecodeProblem(t, res); res.StatusCode != http.StatusBadRequest {
 				t.Errorf("id %.20q: %d %s, want 400", id, res.StatusCode, p.Code)
 			}
 		}

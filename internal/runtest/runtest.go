@@ -1,0 +1,129 @@
+// Package runtest holds the helpers the proxy's and the attach endpoints' tests share: the demo
+// agent on a real socket with its run reports, run request bodies, POSTing a run, waiting for a
+// run to end in the store, and reading problem answers. It imports neither proxy nor attach,
+// so the tests of both (and of packages below them) can use it.
+package runtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/demoagent"
+	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// Agent is the scripted demo agent behind a real socket, with its run reports.
+type Agent struct {
+	*httptest.Server
+	mu      sync.Mutex
+	reports map[string]demoagent.RunReport // by run id
+	done    chan demoagent.RunReport
+}
+
+// StartAgent starts the demo agent; it is closed when the test ends.
+func StartAgent(t testing.TB) *Agent {
+	t.Helper()
+	a := &Agent{reports: map[string]demoagent.RunReport{}, done: make(chan demoagent.RunReport, 1024)}
+	agent := demoagent.New(demoagent.Config{OnRunDone: func(r demoagent.RunReport) {
+		a.mu.Lock()
+		a.reports[r.RunID] = r
+		a.mu.Unlock()
+		select {
+		case a.done <- r:
+		default:
+		}
+	}})
+	a.Server = httptest.NewServer(agent)
+	t.Cleanup(a.Close)
+	return a
+}
+
+// WaitReport waits (up to 20 s) for the agent's report on runID.
+func (a *Agent) WaitReport(t testing.TB, runID string) demoagent.RunReport {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		a.mu.Lock()
+		r, ok := a.reports[runID]
+		a.mu.Unlock()
+		if ok {
+			return r
+		}
+		select {
+		case <-a.done:
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("the agent never finished run %q", runID)
+		}
+	}
+}
+
+// RunBody is a RunAgentInput for the demo agent: one user message "u-<runID>", the scenario
+// and extra members (`,"intervalMs":5`) in forwardedProps.
+func RunBody(threadID, runID, scenario string, extra ...string) string {
+	props := `{"scenario":"` + scenario + `"` + strings.Join(extra, "") + `}`
+	return fmt.Sprintf(`{"threadId":%q,"runId":%q,"state":{},"messages":[{"id":"u-%s","role":"user","content":"hello"}],"tools":[],"context":[],"forwardedProps":%s}`,
+		threadID, runID, runID, props)
+}
+
+// PostRun POSTs a run body to url as the official client does (JSON, Accept: event stream).
+func PostRun(t testing.TB, ctx context.Context, url, body string, header http.Header) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return res
+}
+
+// WaitRunEnded polls the store (up to 20 s) until the run is no longer running.
+func WaitRunEnded(t testing.TB, store recorder.Store, threadID, runID string) recorder.Run {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, err := store.Run(context.Background(), threadID, runID)
+		if err == nil && r.Status != recorder.StatusRunning {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s/%s did not end: %+v, %v", threadID, runID, r, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// DecodeProblem reads a problem+json answer and checks that its status is the response's.
+func DecodeProblem(t testing.TB, res *http.Response) problem.Problem {
+	t.Helper()
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "application/problem+json" {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("Content-Type = %q, want application/problem+json (status %d, body %q)", ct, res.StatusCode, b)
+	}
+	var p problem.Problem
+	if err := json.NewDecoder(res.Body).Decode(&p); err != nil {
+		t.Fatalf("decoding problem: %v", err)
+	}
+	if p.Status != res.StatusCode {
+		t.Errorf("problem status %d != response status %d", p.Status, res.StatusCode)
+	}
+	return p
+}

@@ -13,8 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // Defaults for the zero values of Config.
@@ -22,13 +24,17 @@ const (
 	DefaultMaxBodyBytes          = 10 << 20
 	DefaultMaxEventBytes         = 10 << 20
 	DefaultMaxRunDuration        = time.Hour
-	DefaultResponseHeaderTimeout = time.Minute
+	DefaultUpstreamHeaderTimeout = time.Minute
 	DefaultUpstreamIdleTimeout   = 5 * time.Minute
 	DefaultClientQueueBytes      = 16 << 20
-	DefaultHeartbeatInterval     = 15 * time.Second
-	DefaultRoute                 = "default"
+	DefaultHeartbeatInterval     = attach.DefaultHeartbeatInterval
+	DefaultRoute                 = thread.DefaultRoute
 	DefaultBodyReadTimeout       = 30 * time.Second
-	DefaultAttachPrefix          = "/agui/"
+	DefaultAttachPrefix          = attach.DefaultPrefix
+	DefaultAttachWriteTimeout    = attach.DefaultWriteTimeout
+	DefaultAttachRetry           = attach.DefaultRetry
+	DefaultAttachFollowPoll      = attach.DefaultFollowPoll
+	DefaultMaxImportBytes        = attach.DefaultMaxImportBytes
 	DefaultLeaseInterval         = 2 * time.Second
 	DefaultStoreTimeout          = 5 * time.Second
 )
@@ -96,9 +102,10 @@ type Config struct {
 	// MaxRunDuration bounds a run; at the limit the upstream request is cancelled and the run
 	// ends with RUN_ERROR code RUN_TIMEOUT. Default DefaultMaxRunDuration.
 	MaxRunDuration time.Duration
-	// ResponseHeaderTimeout bounds the wait for the upstream's response headers when Transport
-	// is nil (504 after it). Default DefaultResponseHeaderTimeout.
-	ResponseHeaderTimeout time.Duration
+	// UpstreamHeaderTimeout bounds the wait for the upstream's response headers when Transport
+	// is nil (504 after it; it is the Transport's ResponseHeaderTimeout). Default
+	// DefaultUpstreamHeaderTimeout.
+	UpstreamHeaderTimeout time.Duration
 	// UpstreamIdleTimeout ends a run whose upstream sent no byte for this long (RUN_ERROR code
 	// UPSTREAM_IDLE). Default DefaultUpstreamIdleTimeout; negative disables the watchdog.
 	UpstreamIdleTimeout time.Duration
@@ -116,6 +123,17 @@ type Config struct {
 	// AttachPrefix is the path prefix of the attach, history and stop endpoints (package
 	// attach); requests under it are not proxied. Default DefaultAttachPrefix.
 	AttachPrefix string
+	// AttachWriteTimeout bounds each write to an attached client; one that does not read is
+	// dropped (it can resume). Default DefaultAttachWriteTimeout.
+	AttachWriteTimeout time.Duration
+	// AttachRetry is the reconnection delay hinted to EventSource clients of the attach
+	// streams (the SSE retry field). Default DefaultAttachRetry.
+	AttachRetry time.Duration
+	// AttachFollowPoll is how often a ?follow=1 thread attach checks for the thread's next run.
+	// Default DefaultAttachFollowPoll.
+	AttachFollowPoll time.Duration
+	// MaxImportBytes bounds an import document. Default DefaultMaxImportBytes.
+	MaxImportBytes int64
 	// AllowConcurrentRuns lets a new run start on a thread whose latest run is still running.
 	// false (default): such a POST gets 409 ThreadBusy.
 	AllowConcurrentRuns bool
@@ -168,8 +186,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxRunDuration == 0 {
 		c.MaxRunDuration = DefaultMaxRunDuration
 	}
-	if c.ResponseHeaderTimeout == 0 {
-		c.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	if c.UpstreamHeaderTimeout == 0 {
+		c.UpstreamHeaderTimeout = DefaultUpstreamHeaderTimeout
 	}
 	if c.UpstreamIdleTimeout == 0 {
 		c.UpstreamIdleTimeout = DefaultUpstreamIdleTimeout
@@ -194,7 +212,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	for name, v := range map[string]int64{"MaxBodyBytes": c.MaxBodyBytes, "MaxEventBytes": int64(c.MaxEventBytes),
-		"MaxRunDuration": int64(c.MaxRunDuration), "ResponseHeaderTimeout": int64(c.ResponseHeaderTimeout), "StoreTimeout": int64(c.StoreTimeout),
+		"MaxRunDuration": int64(c.MaxRunDuration), "UpstreamHeaderTimeout": int64(c.UpstreamHeaderTimeout), "StoreTimeout": int64(c.StoreTimeout),
 		"ClientQueueBytes": int64(c.ClientQueueBytes)} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s is negative", name))

@@ -70,7 +70,7 @@ func New(cfg Config) (*Handler, error) {
 	transport := cfg.Transport
 	if transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.ResponseHeaderTimeout = cfg.ResponseHeaderTimeout
+		t.ResponseHeaderTimeout = cfg.UpstreamHeaderTimeout
 		t.MaxIdleConns = 1024
 		t.MaxIdleConnsPerHost = 256
 		transport = t
@@ -108,6 +108,10 @@ func New(cfg Config) (*Handler, error) {
 			Logger:            cfg.Logger,
 			Prefix:            cfg.AttachPrefix,
 			HeartbeatInterval: cfg.HeartbeatInterval,
+			WriteTimeout:      cfg.AttachWriteTimeout,
+			Retry:             cfg.AttachRetry,
+			FollowPoll:        cfg.AttachFollowPoll,
+			MaxImportBytes:    cfg.MaxImportBytes,
 		})
 	}
 	if err != nil {

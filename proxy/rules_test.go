@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -50,8 +51,8 @@ func TestBadRunInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := postRun(t, t.Context(), px.URL, tt.body, nil)
-			p := decodeProblem(t, res)
+			res := runtest.PostRun(t, t.Context(), px.URL, tt.body, nil)
+			p := runtest.DecodeProblem(t, res)
 			if res.StatusCode != tt.status || p.Code != tt.code {
 				t.Errorf("POST %.40q = %d %s, want %d %s", tt.body, res.StatusCode, p.Code, tt.status, tt.code)
 			}
@@ -67,12 +68,12 @@ func TestRunAlreadyStarted(t *testing.T) {
 	calls, upstream := countingUpstream(t)
 	h, px := startProxy(t, upstream, Config{})
 	body := `{"threadId":"t","runId":"r","messages":[]}`
-	res := postRun(t, t.Context(), px.URL, body, nil)
+	res := runtest.PostRun(t, t.Context(), px.URL, body, nil)
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	waitRunEnded(t, h.Store(), "t", "r")
-	res = postRun(t, t.Context(), px.URL, body, nil)
-	if p := decodeProblem(t, res); res.StatusCode != http.StatusConflict || p.Code != CodeRunAlreadyStarted {
+	runtest.WaitRunEnded(t, h.Store(), "t", "r")
+	res = runtest.PostRun(t, t.Context(), px.URL, body, nil)
+	if p := runtest.DecodeProblem(t, res); res.StatusCode != http.StatusConflict || p.Code != CodeRunAlreadyStarted {
 		t.Errorf("second POST = %d %s, want 409 %s", res.StatusCode, p.Code, CodeRunAlreadyStarted)
 	}
 	if n := calls.Load(); n != 1 {
@@ -86,12 +87,12 @@ func TestThreadRoomMismatch(t *testing.T) {
 	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
 	ha, pa := startProxy(t, upstream, Config{Store: store, Route: "room-a"})
 	_, pb := startProxy(t, upstream, Config{Store: store, Route: "room-b"})
-	res := postRun(t, t.Context(), pa.URL, `{"threadId":"t","runId":"r1","messages":[]}`, nil)
+	res := runtest.PostRun(t, t.Context(), pa.URL, `{"threadId":"t","runId":"r1","messages":[]}`, nil)
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	waitRunEnded(t, ha.Store(), "t", "r1")
-	res = postRun(t, t.Context(), pb.URL, `{"threadId":"t","runId":"r2","messages":[]}`, nil)
-	if p := decodeProblem(t, res); res.StatusCode != http.StatusConflict || p.Code != CodeThreadRoomMismatch {
+	runtest.WaitRunEnded(t, ha.Store(), "t", "r1")
+	res = runtest.PostRun(t, t.Context(), pb.URL, `{"threadId":"t","runId":"r2","messages":[]}`, nil)
+	if p := runtest.DecodeProblem(t, res); res.StatusCode != http.StatusConflict || p.Code != CodeThreadRoomMismatch {
 		t.Errorf("POST through another route = %d %s, want 409 %s", res.StatusCode, p.Code, CodeThreadRoomMismatch)
 	}
 }
@@ -107,7 +108,7 @@ func TestIdentity(t *testing.T) {
 	}))
 	h, px := startProxy(t, upstream.URL, Config{IdentityHeader: "X-Agui-User"})
 	run := func(runID string, hdr http.Header) *http.Response {
-		return postRun(t, t.Context(), px.URL, `{"threadId":"owned","runId":"`+runID+`","messages":[]}`, hdr)
+		return runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"owned","runId":"`+runID+`","messages":[]}`, hdr)
 	}
 	res := run("r1", http.Header{"X-Agui-User": {"alice"}, "X_agui_user": {"mallory"}})
 	io.Copy(io.Discard, res.Body)
@@ -119,7 +120,7 @@ func TestIdentity(t *testing.T) {
 	if hdr.Get("X-Agui-User") != "alice" || len(hdr["X_agui_user"]) != 0 {
 		t.Errorf("upstream saw identity headers %v, want only X-Agui-User: alice", hdr)
 	}
-	waitRunEnded(t, h.Store(), "owned", "r1")
+	runtest.WaitRunEnded(t, h.Store(), "owned", "r1")
 
 	tests := []struct {
 		name   string
@@ -135,7 +136,7 @@ func TestIdentity(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := run("x"+string(rune('a'+i)), tt.hdr)
-			if p := decodeProblem(t, res); res.StatusCode != tt.status || p.Code != tt.code {
+			if p := runtest.DecodeProblem(t, res); res.StatusCode != tt.status || p.Code != tt.code {
 				t.Errorf("= %d %s, want %d %s", res.StatusCode, p.Code, tt.status, tt.code)
 			}
 		})
@@ -147,8 +148,8 @@ func TestIdentity(t *testing.T) {
 func TestUpstreamFailures(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		h, px := startProxy(t, deadUpstreamAddr(t), Config{})
-		res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
-		if p := decodeProblem(t, res); res.StatusCode != http.StatusBadGateway || p.Code != CodeUpstreamUnavailable {
+		res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
+		if p := runtest.DecodeProblem(t, res); res.StatusCode != http.StatusBadGateway || p.Code != CodeUpstreamUnavailable {
 			t.Errorf("= %d %s, want 502 %s", res.StatusCode, p.Code, CodeUpstreamUnavailable)
 		}
 		if _, err := h.Store().Run(context.Background(), "t", "r"); !errors.Is(err, recorder.ErrRunNotFound) && !errors.Is(err, recorder.ErrThreadNotFound) {
@@ -164,9 +165,9 @@ func TestUpstreamFailures(t *testing.T) {
 			}
 		}))
 		defer close(release)
-		_, px := startProxy(t, slow.URL, Config{ResponseHeaderTimeout: 50 * time.Millisecond})
-		res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
-		if p := decodeProblem(t, res); res.StatusCode != http.StatusGatewayTimeout || p.Code != CodeUpstreamTimeout {
+		_, px := startProxy(t, slow.URL, Config{UpstreamHeaderTimeout: 50 * time.Millisecond})
+		res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
+		if p := runtest.DecodeProblem(t, res); res.StatusCode != http.StatusGatewayTimeout || p.Code != CodeUpstreamTimeout {
 			t.Errorf("= %d %s, want 504 %s", res.StatusCode, p.Code, CodeUpstreamTimeout)
 		}
 	})
@@ -180,7 +181,7 @@ func TestUpstreamFailures(t *testing.T) {
 		}))
 		_, px := startProxy(t, up.URL, Config{})
 		for range 2 { // the run id is not consumed: the same request passes through again
-			res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
+			res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
 			b, _ := io.ReadAll(res.Body)
 			res.Body.Close()
 			if res.StatusCode != http.StatusUnauthorized || string(b) != `{"error":"no"}` {
@@ -206,7 +207,7 @@ func TestUpstreamBreaks(t *testing.T) {
 		}
 	}))
 	h, px := startProxy(t, up.URL, Config{})
-	res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
+	res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil)
 	frames, err := readFrames(t, res.Body)
 	res.Body.Close()
 	if err != nil {
@@ -216,7 +217,7 @@ func TestUpstreamBreaks(t *testing.T) {
 	if len(got) != 3 || got[2].eventType() != agui.RunError || !bytes.Contains(got[2].data, []byte(CodeUpstreamDisconnected)) {
 		t.Fatalf("client saw %d events, last %s; want RUN_STARTED, TEXT_MESSAGE_START, RUN_ERROR %s", len(got), got[len(got)-1].data, CodeUpstreamDisconnected)
 	}
-	run := waitRunEnded(t, h.Store(), "t", "r")
+	run := runtest.WaitRunEnded(t, h.Store(), "t", "r")
 	stored := storedEvents(t, h.Store(), "t", "r")
 	if run.Status != recorder.StatusError || len(stored) != 3 || !bytes.Equal(stored[2].Frame, got[2].raw) {
 		t.Errorf("run %+v, %d stored events; want error with the 3 the client saw", run, len(stored))
@@ -231,7 +232,7 @@ func TestSynthesizedRunStarted(t *testing.T) {
 		io.WriteString(w, ": hello\n\ndata: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n")
 	}))
 	_, px := startProxy(t, up.URL, Config{})
-	res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}]}`, nil)
+	res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}]}`, nil)
 	frames, _ := readFrames(t, res.Body)
 	res.Body.Close()
 	if len(frames) == 0 || frames[0].hasData || string(frames[0].raw) != ": hello\n\n" {
@@ -255,7 +256,7 @@ func TestForwardedHeaders(t *testing.T) {
 		io.WriteString(w, "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n")
 	}))
 	_, px := startProxy(t, upstream.URL, Config{IdentityHeader: "X-Agui-User"})
-	res := postRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, http.Header{
+	res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r","messages":[]}`, http.Header{
 		"X-Forwarded-For": {"1.2.3.4"},
 		"Connection":      {"X-Agui-User"},
 		"X-Agui-User":     {"alice"},

@@ -17,43 +17,48 @@ import (
 // config is the proxy's whole configuration, read from the environment. Each field's desc tag
 // is its documentation: `agui-proxy -h` prints it and the README table is generated from it.
 type config struct {
-	Upstream        string        `env:"AGUI_UPSTREAM" envDefault:"http://127.0.0.1:8000" desc:"URL of the AG-UI agent to proxy"`
-	Listen          string        `env:"AGUI_LISTEN" envDefault:"127.0.0.1:8080" desc:"address the proxy listens on"`
-	Route           string        `env:"AGUI_ROUTE" envDefault:"default" desc:"name of the route (room) threads are bound to, with AGUI_UPSTREAM"`
-	Routes          string        `env:"AGUI_ROUTES" desc:"several agents by path prefix instead of AGUI_UPSTREAM: /agents/a=http://a:8000,/agents/b=http://b:9000; each prefix is a route (room) with its attach endpoints under <prefix>/agui/"`
-	RedisURL        string        `env:"AGUI_REDIS_URL" desc:"redis:// URL of the Redis store; empty keeps everything in memory (single process, lost on restart) unless AGUI_STORE_PATH is set"`
-	StorePath       string        `env:"AGUI_STORE_PATH" desc:"directory of the embedded durable store (one bbolt file; one process at a time): history survives restarts without Redis. Not with AGUI_REDIS_URL"`
-	MemoryMaxBytes  int64         `env:"AGUI_MEMORY_MAX_BYTES" envDefault:"1073741824" desc:"bound of the in-memory store: above it the least recently written threads without a running run are evicted whole (metric agui_proxy_store_evictions_total); 0: no bound"`
-	RedisPrefix     string        `env:"AGUI_REDIS_PREFIX" envDefault:"agui" desc:"prefix of every Redis key"`
-	RetentionTTL    time.Duration `env:"AGUI_RETENTION_TTL" envDefault:"0s" desc:"how long a thread's records live after its last write (0: forever)"`
-	RetentionMax    int64         `env:"AGUI_RETENTION_MAX_EVENTS" envDefault:"0" desc:"events kept per run, oldest trimmed first (0: all)"`
-	Durability      string        `env:"AGUI_DURABILITY" envDefault:"async" desc:"async: forward at once, record in the background; sync: forward an event only once it is stored"`
-	RecorderBuffer  int           `env:"AGUI_RECORDER_BUFFER" envDefault:"65536" desc:"events that may wait for the store, across the runs of one route (each route has its own recorder); when full, runs are slowed to the store's pace"`
-	RecorderWait    time.Duration `env:"AGUI_RECORDER_FULL_WAIT" envDefault:"10s" desc:"how long runs wait for room in a full recorder buffer while the store makes no progress (down or hung) before events are dropped and the run marked with a gap; negative: drop at once"`
-	IdentityHeader  string        `env:"AGUI_IDENTITY_HEADER" desc:"trusted header naming the caller (set by your auth gateway); threads are owned by it. Empty: single-tenant"`
-	RequireIdentity string        `env:"AGUI_REQUIRE_IDENTITY" desc:"with AGUI_IDENTITY_HEADER: true (the default then) answers every request without an identity 401, false forwards those that are not runs to the agent untouched"`
-	TrustedProxies  string        `env:"AGUI_TRUSTED_PROXIES" desc:"comma-separated CIDRs allowed to set the identity header (empty: any peer)"`
-	MaxBodyBytes    int64         `env:"AGUI_MAX_BODY_BYTES" envDefault:"10485760" desc:"largest run request body (413 above)"`
-	MaxEventBytes   int           `env:"AGUI_MAX_EVENT_BYTES" envDefault:"10485760" desc:"largest SSE event from the agent (the run ends with RUN_ERROR FRAME_TOO_LARGE above)"`
-	MaxRunDuration  time.Duration `env:"AGUI_MAX_RUN_DURATION" envDefault:"1h" desc:"longest a run may stream (RUN_ERROR RUN_TIMEOUT after)"`
-	HeaderTimeout   time.Duration `env:"AGUI_UPSTREAM_HEADER_TIMEOUT" envDefault:"60s" desc:"wait for the agent's response headers (504 after)"`
-	IdleTimeout     time.Duration `env:"AGUI_UPSTREAM_IDLE_TIMEOUT" envDefault:"5m" desc:"silence from the agent that ends a run (RUN_ERROR UPSTREAM_IDLE); negative disables"`
-	StoreTimeout    time.Duration `env:"AGUI_STORE_TIMEOUT" envDefault:"5s" desc:"longest a request waits on the store (registering a run, history, runs, export, import, stop) before 503 StoreUnavailable"`
-	ClientQueue     int           `env:"AGUI_CLIENT_QUEUE_BYTES" envDefault:"16777216" desc:"bytes queued for one client before it is disconnected as too slow (it can resume); at least AGUI_MAX_BODY_BYTES and AGUI_MAX_EVENT_BYTES"`
-	Heartbeat       time.Duration `env:"AGUI_HEARTBEAT" envDefault:"15s" desc:"silence after which a client stream gets an SSE comment; negative disables"`
-	ReadHeader      time.Duration `env:"AGUI_READ_HEADER_TIMEOUT" envDefault:"5s" desc:"server: time to read request headers"`
-	BodyTimeout     time.Duration `env:"AGUI_BODY_READ_TIMEOUT" envDefault:"30s" desc:"time to read a run request's body (the server has no whole-request timeout: it would cut streams)"`
-	KeepAlive       time.Duration `env:"AGUI_IDLE_TIMEOUT" envDefault:"120s" desc:"server: keep-alive idle time"`
-	MaxHeaderBytes  int           `env:"AGUI_MAX_HEADER_BYTES" envDefault:"65536" desc:"server: largest request header block"`
-	DrainTimeout    time.Duration `env:"AGUI_DRAIN_TIMEOUT" envDefault:"30s" desc:"on SIGTERM, how long runs in flight may continue before they are ended with RUN_ERROR INTERRUPTED"`
-	AttachPrefix    string        `env:"AGUI_ATTACH_PREFIX" envDefault:"/agui/" desc:"path prefix of the attach, history and stop endpoints (not proxied)"`
-	Concurrent      bool          `env:"AGUI_ALLOW_CONCURRENT_RUNS" envDefault:"false" desc:"allow a new run on a thread whose latest run is still running (default: 409 ThreadBusy)"`
-	Inspector       bool          `env:"AGUI_INSPECTOR" envDefault:"false" desc:"serve the thread inspector page at <attach prefix>ui/ (per route under its prefix); it reads only the attach endpoints, with the caller's identity"`
-	Record          bool          `env:"AGUI_RECORD" envDefault:"true" desc:"false forwards runs without storing events (no attach or resume): for measuring the recorder's cost"`
-	Metrics         bool          `env:"AGUI_METRICS" envDefault:"true" desc:"serve Prometheus metrics at /metrics"`
-	PprofListen     string        `env:"AGUI_PPROF_LISTEN" desc:"address of a separate listener serving net/http/pprof (empty: off); keep it private"`
-	LogLevel        string        `env:"AGUI_LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
-	LogFormat       string        `env:"AGUI_LOG_FORMAT" envDefault:"text" desc:"text or json"`
+	Upstream              string        `env:"AGUI_UPSTREAM" envDefault:"http://127.0.0.1:8000" desc:"URL of the AG-UI agent to proxy"`
+	Listen                string        `env:"AGUI_LISTEN" envDefault:"127.0.0.1:8080" desc:"address the proxy listens on"`
+	Route                 string        `env:"AGUI_ROUTE" envDefault:"default" desc:"name of the route (room) threads are bound to, with AGUI_UPSTREAM"`
+	Routes                string        `env:"AGUI_ROUTES" desc:"several agents by path prefix instead of AGUI_UPSTREAM: /agents/a=http://a:8000,/agents/b=http://b:9000; each prefix is a route (room) with its attach endpoints under <prefix>/agui/"`
+	RedisURL              string        `env:"AGUI_REDIS_URL" desc:"redis:// URL of the Redis store; empty keeps everything in memory (single process, lost on restart) unless AGUI_STORE_PATH is set"`
+	StorePath             string        `env:"AGUI_STORE_PATH" desc:"directory of the embedded durable store (one bbolt file; one process at a time): history survives restarts without Redis. Not with AGUI_REDIS_URL"`
+	MemoryMaxBytes        int64         `env:"AGUI_MEMORY_MAX_BYTES" envDefault:"1073741824" desc:"bound of the in-memory store: above it the least recently written threads without a running run are evicted whole (metric agui_proxy_store_evictions_total); 0: no bound"`
+	RedisPrefix           string        `env:"AGUI_REDIS_PREFIX" envDefault:"agui" desc:"prefix of every Redis key"`
+	RetentionTTL          time.Duration `env:"AGUI_RETENTION_TTL" envDefault:"0s" desc:"how long a thread's records live after its last write (0: forever)"`
+	RetentionMaxEvents    int64         `env:"AGUI_RETENTION_MAX_EVENTS" envDefault:"0" desc:"events kept per run, oldest trimmed first (0: all)"`
+	Durability            string        `env:"AGUI_DURABILITY" envDefault:"async" desc:"async: forward at once, record in the background; sync: forward an event only once it is stored"`
+	RecorderBuffer        int           `env:"AGUI_RECORDER_BUFFER" envDefault:"65536" desc:"events that may wait for the store, across the runs of one route (each route has its own recorder); when full, runs are slowed to the store's pace"`
+	RecorderFullWait      time.Duration `env:"AGUI_RECORDER_FULL_WAIT" envDefault:"10s" desc:"how long runs wait for room in a full recorder buffer while the store makes no progress (down or hung) before events are dropped and the run marked with a gap; negative: drop at once"`
+	IdentityHeader        string        `env:"AGUI_IDENTITY_HEADER" desc:"trusted header naming the caller (set by your auth gateway); threads are owned by it. Empty: single-tenant"`
+	RequireIdentity       string        `env:"AGUI_REQUIRE_IDENTITY" desc:"with AGUI_IDENTITY_HEADER: true (the default then) answers every request without an identity 401, false forwards those that are not runs to the agent untouched"`
+	TrustedProxies        string        `env:"AGUI_TRUSTED_PROXIES" desc:"comma-separated CIDRs allowed to set the identity header (empty: any peer)"`
+	MaxBodyBytes          int64         `env:"AGUI_MAX_BODY_BYTES" envDefault:"10485760" desc:"largest run request body (413 above)"`
+	MaxEventBytes         int           `env:"AGUI_MAX_EVENT_BYTES" envDefault:"10485760" desc:"largest SSE event from the agent (the run ends with RUN_ERROR FRAME_TOO_LARGE above)"`
+	MaxRunDuration        time.Duration `env:"AGUI_MAX_RUN_DURATION" envDefault:"1h" desc:"longest a run may stream (RUN_ERROR RUN_TIMEOUT after)"`
+	UpstreamHeaderTimeout time.Duration `env:"AGUI_UPSTREAM_HEADER_TIMEOUT" envDefault:"60s" desc:"wait for the agent's response headers (504 after)"`
+	UpstreamIdleTimeout   time.Duration `env:"AGUI_UPSTREAM_IDLE_TIMEOUT" envDefault:"5m" desc:"silence from the agent that ends a run (RUN_ERROR UPSTREAM_IDLE); negative disables"`
+	StoreTimeout          time.Duration `env:"AGUI_STORE_TIMEOUT" envDefault:"5s" desc:"longest a request waits on the store (registering a run, history, runs, export, import, stop) before 503 StoreUnavailable"`
+	ClientQueueBytes      int           `env:"AGUI_CLIENT_QUEUE_BYTES" envDefault:"16777216" desc:"bytes queued for one client before it is disconnected as too slow (it can resume); at least AGUI_MAX_BODY_BYTES and AGUI_MAX_EVENT_BYTES"`
+	Heartbeat             time.Duration `env:"AGUI_HEARTBEAT" envDefault:"15s" desc:"silence after which a client stream gets an SSE comment; negative disables"`
+	ReadHeaderTimeout     time.Duration `env:"AGUI_READ_HEADER_TIMEOUT" envDefault:"5s" desc:"server: time to read request headers"`
+	BodyReadTimeout       time.Duration `env:"AGUI_BODY_READ_TIMEOUT" envDefault:"30s" desc:"time to read a run request's body (the server has no whole-request timeout: it would cut streams)"`
+	IdleTimeout           time.Duration `env:"AGUI_IDLE_TIMEOUT" envDefault:"120s" desc:"server: keep-alive idle time"`
+	MaxHeaderBytes        int           `env:"AGUI_MAX_HEADER_BYTES" envDefault:"65536" desc:"server: largest request header block"`
+	DrainTimeout          time.Duration `env:"AGUI_DRAIN_TIMEOUT" envDefault:"30s" desc:"on SIGTERM, how long runs in flight may continue before they are ended with RUN_ERROR INTERRUPTED"`
+	AttachPrefix          string        `env:"AGUI_ATTACH_PREFIX" envDefault:"/agui/" desc:"path prefix of the attach, history and stop endpoints (not proxied)"`
+	AttachWriteTimeout    time.Duration `env:"AGUI_ATTACH_WRITE_TIMEOUT" envDefault:"10s" desc:"longest one write to an attached client may take; a client that does not read is dropped (it can resume)"`
+	AttachRetry           time.Duration `env:"AGUI_ATTACH_RETRY" envDefault:"2s" desc:"reconnection delay hinted to EventSource clients of the attach streams (the SSE retry field)"`
+	AttachFollowPoll      time.Duration `env:"AGUI_ATTACH_FOLLOW_POLL" envDefault:"1s" desc:"how often a ?follow=1 thread attach checks for the thread's next run"`
+	MaxImportBytes        int64         `env:"AGUI_MAX_IMPORT_BYTES" envDefault:"67108864" desc:"largest thread import document (413 above)"`
+	LeaseInterval         time.Duration `env:"AGUI_LEASE_INTERVAL" envDefault:"2s" desc:"how often a replica renews the lease of each run it pumps; another replica ends a run as interrupted once its lease (3 intervals) expired more than one interval ago"`
+	AllowConcurrentRuns   bool          `env:"AGUI_ALLOW_CONCURRENT_RUNS" envDefault:"false" desc:"allow a new run on a thread whose latest run is still running (default: 409 ThreadBusy)"`
+	Inspector             bool          `env:"AGUI_INSPECTOR" envDefault:"false" desc:"serve the thread inspector page at <attach prefix>ui/ (per route under its prefix); it reads only the attach endpoints, with the caller's identity"`
+	Record                bool          `env:"AGUI_RECORD" envDefault:"true" desc:"false forwards runs without storing events (no attach or resume): for measuring the recorder's cost"`
+	Metrics               bool          `env:"AGUI_METRICS" envDefault:"true" desc:"serve Prometheus metrics at /metrics"`
+	PprofListen           string        `env:"AGUI_PPROF_LISTEN" desc:"address of a separate listener serving net/http/pprof (empty: off); keep it private"`
+	LogLevel              string        `env:"AGUI_LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
+	LogFormat             string        `env:"AGUI_LOG_FORMAT" envDefault:"text" desc:"text or json"`
 
 	// The Redis topology and connection settings: redisconfig.go.
 	RedisClusterAddrs     string        `env:"AGUI_REDIS_CLUSTER_ADDRS" desc:"Redis Cluster instead of AGUI_REDIS_URL: comma-separated seed addresses host:port,host:port"`
@@ -88,9 +93,9 @@ func (c config) validate() error {
 	if _, err := c.routes(); err != nil {
 		errs = append(errs, err)
 	}
-	if int64(c.ClientQueue) < c.MaxBodyBytes || c.ClientQueue < c.MaxEventBytes {
+	if int64(c.ClientQueueBytes) < c.MaxBodyBytes || c.ClientQueueBytes < c.MaxEventBytes {
 		errs = append(errs, fmt.Errorf("AGUI_CLIENT_QUEUE_BYTES (%d) must be at least AGUI_MAX_BODY_BYTES (%d) and AGUI_MAX_EVENT_BYTES (%d): a run's first event carries its input, and a client must hold any event the agent may send",
-			c.ClientQueue, c.MaxBodyBytes, c.MaxEventBytes))
+			c.ClientQueueBytes, c.MaxBodyBytes, c.MaxEventBytes))
 	}
 	switch c.RequireIdentity {
 	case "", "true", "false":

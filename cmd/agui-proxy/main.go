@@ -101,23 +101,28 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			Upstream:              rt.upstream,
 			DisableRecording:      !cfg.Record,
 			AttachPrefix:          cfg.AttachPrefix,
-			AllowConcurrentRuns:   cfg.Concurrent,
+			AttachWriteTimeout:    cfg.AttachWriteTimeout,
+			AttachRetry:           cfg.AttachRetry,
+			AttachFollowPoll:      cfg.AttachFollowPoll,
+			MaxImportBytes:        cfg.MaxImportBytes,
+			LeaseInterval:         cfg.LeaseInterval,
+			AllowConcurrentRuns:   cfg.AllowConcurrentRuns,
 			Inspector:             cfg.Inspector,
 			Store:                 store,
 			Durability:            durability,
 			RecorderBuffer:        cfg.RecorderBuffer,
-			RecorderFullWait:      cfg.RecorderWait,
+			RecorderFullWait:      cfg.RecorderFullWait,
 			Logger:                log.With(slog.String("route", rt.name)),
 			Route:                 rt.name,
 			IdentityHeader:        cfg.IdentityHeader,
 			TrustedProxies:        trusted,
 			MaxBodyBytes:          cfg.MaxBodyBytes,
-			BodyReadTimeout:       cfg.BodyTimeout,
+			BodyReadTimeout:       cfg.BodyReadTimeout,
 			MaxEventBytes:         cfg.MaxEventBytes,
 			MaxRunDuration:        cfg.MaxRunDuration,
-			ResponseHeaderTimeout: cfg.HeaderTimeout,
-			UpstreamIdleTimeout:   cfg.IdleTimeout,
-			ClientQueueBytes:      cfg.ClientQueue,
+			UpstreamHeaderTimeout: cfg.UpstreamHeaderTimeout,
+			UpstreamIdleTimeout:   cfg.UpstreamIdleTimeout,
+			ClientQueueBytes:      cfg.ClientQueueBytes,
 			StoreTimeout:          cfg.StoreTimeout,
 			AnonymousPassthrough:  cfg.RequireIdentity == "false",
 			HeartbeatInterval:     cfg.Heartbeat,
@@ -134,8 +139,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	}
 	srv := &http.Server{
 		Handler:           fl.mux(reg),
-		ReadHeaderTimeout: cfg.ReadHeader,
-		IdleTimeout:       cfg.KeepAlive,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		// No ReadTimeout or WriteTimeout: both would cut event streams. The proxy bounds
@@ -213,7 +218,7 @@ func storeName(cfg config) string {
 func openStore(ctx context.Context, cfg config, log *slog.Logger) (recorder.Store, error) {
 	if !cfg.redisEnabled() && cfg.StorePath != "" {
 		s, err := recorder.OpenDiskStore(ctx, recorder.DiskConfig{
-			Dir: cfg.StorePath, TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMax), Logger: log,
+			Dir: cfg.StorePath, TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMaxEvents), Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("opening the disk store: %w", err)
@@ -222,7 +227,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (recorder.Stor
 	}
 	if !cfg.redisEnabled() {
 		log.Warn("no Redis store (AGUI_REDIS_URL, AGUI_REDIS_CLUSTER_ADDRS, AGUI_REDIS_SENTINEL_ADDRS) or AGUI_STORE_PATH: recording in memory; history is lost on restart and not shared between replicas")
-		return recorder.NewMemoryStore(recorder.MemoryConfig{TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMax), MaxBytes: cfg.MemoryMaxBytes}), nil
+		return recorder.NewMemoryStore(recorder.MemoryConfig{TTL: cfg.RetentionTTL, MaxEventsPerRun: int(cfg.RetentionMaxEvents), MaxBytes: cfg.MemoryMaxBytes}), nil
 	}
 	rc, err := cfg.redisConfig()
 	if err != nil {

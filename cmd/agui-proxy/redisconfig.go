@@ -21,7 +21,7 @@ func (c config) redisEnabled() bool {
 // config and no error (the memory store).
 func (c config) redisConfig() (recorder.RedisConfig, error) {
 	rc := recorder.RedisConfig{
-		URL: c.RedisURL, Prefix: c.RedisPrefix, TTL: c.RetentionTTL, MaxEventsPerRun: c.RetentionMax,
+		URL: c.RedisURL, Prefix: c.RedisPrefix, TTL: c.RetentionTTL, MaxEventsPerRun: c.RetentionMaxEvents,
 		SentinelMaster: c.RedisSentinelMaster, SentinelPassword: c.RedisSentinelPassword,
 		Username: c.RedisUsername, Password: c.RedisPassword, DB: c.RedisDB,
 		WaitTimeout: c.RedisWaitTimeout,

@@ -585,7 +585,7 @@ var cases = []tcase{
 			t.Fatalf("status %d %q", r.status, r.body)
 		}
 	}},
-	{class: "hostile-upstream", name: "no-headers", cfg: func(c *proxy.Config) { c.ResponseHeaderTimeout = 300 * time.Millisecond }, run: func(t *testing.T, e *env) {
+	{class: "hostile-upstream", name: "no-headers", cfg: func(c *proxy.Config) { c.UpstreamHeaderTimeout = 300 * time.Millisecond }, run: func(t *testing.T, e *env) {
 		run := e.id("r")
 		e.up.scripts.Store(run, script(func(w http.ResponseWriter, r *http.Request, _, _ string) {
 			select {

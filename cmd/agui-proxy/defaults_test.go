@@ -1,0 +1,45 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/agui-proxy/agui-proxy/proxy"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// TestDefaultsAreTheLibrarys: every variable's default (the envDefault tag, also printed by -h
+// and in the README) is the default of the field it sets in package proxy or recorder, so a
+// default lives in one place and the documentation cannot drift from it.
+func TestDefaultsAreTheLibrarys(t *testing.T) {
+	cfg, err := loadConfig(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		env, want any
+	}{
+		{"AGUI_ROUTE", cfg.Route, proxy.DefaultRoute},
+		{"AGUI_RECORDER_BUFFER", cfg.RecorderBuffer, recorder.DefaultMaxBufferedEvents},
+		{"AGUI_RECORDER_FULL_WAIT", cfg.RecorderFullWait, recorder.DefaultFullWait},
+		{"AGUI_MAX_BODY_BYTES", cfg.MaxBodyBytes, int64(proxy.DefaultMaxBodyBytes)},
+		{"AGUI_MAX_EVENT_BYTES", cfg.MaxEventBytes, proxy.DefaultMaxEventBytes},
+		{"AGUI_MAX_RUN_DURATION", cfg.MaxRunDuration, proxy.DefaultMaxRunDuration},
+		{"AGUI_UPSTREAM_HEADER_TIMEOUT", cfg.UpstreamHeaderTimeout, proxy.DefaultUpstreamHeaderTimeout},
+		{"AGUI_UPSTREAM_IDLE_TIMEOUT", cfg.UpstreamIdleTimeout, proxy.DefaultUpstreamIdleTimeout},
+		{"AGUI_STORE_TIMEOUT", cfg.StoreTimeout, proxy.DefaultStoreTimeout},
+		{"AGUI_CLIENT_QUEUE_BYTES", cfg.ClientQueueBytes, proxy.DefaultClientQueueBytes},
+		{"AGUI_HEARTBEAT", cfg.Heartbeat, proxy.DefaultHeartbeatInterval},
+		{"AGUI_BODY_READ_TIMEOUT", cfg.BodyReadTimeout, proxy.DefaultBodyReadTimeout},
+		{"AGUI_ATTACH_PREFIX", cfg.AttachPrefix, proxy.DefaultAttachPrefix},
+		{"AGUI_ATTACH_WRITE_TIMEOUT", cfg.AttachWriteTimeout, proxy.DefaultAttachWriteTimeout},
+		{"AGUI_ATTACH_RETRY", cfg.AttachRetry, proxy.DefaultAttachRetry},
+		{"AGUI_ATTACH_FOLLOW_POLL", cfg.AttachFollowPoll, proxy.DefaultAttachFollowPoll},
+		{"AGUI_MAX_IMPORT_BYTES", cfg.MaxImportBytes, int64(proxy.DefaultMaxImportBytes)},
+		{"AGUI_LEASE_INTERVAL", cfg.LeaseInterval, proxy.DefaultLeaseInterval},
+	} {
+		if c.env != c.want {
+			t.Errorf("%s defaults to %v, but the library's default is %v", c.name, c.env, c.want)
+		}
+	}
+}

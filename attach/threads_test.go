@@ -13,6 +13,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
@@ -40,7 +41,7 @@ func as(user string) http.Header { return http.Header{"X-User": {user}} }
 // runTo posts a run and reads it to its end.
 func (e *env) runTo(t *testing.T, user, thread, run, scenario string) {
 	t.Helper()
-	res := e.post(t, t.Context(), runBody(thread, run, scenario, ""), as(user))
+	res := e.post(t, t.Context(), runtest.RunBody(thread, run, scenario, ""), as(user))
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(res.Body)
@@ -98,8 +99,8 @@ func TestThreadListAndDelete(t *testing.T) {
 			t.Fatalf("alice's threads = %q (cursor %q), want \"a1 a2\"", got, v.NextCursor)
 		}
 		a1 := v.Threads[0]
-		if a1.RunCount != 2 || a1.LatestRunID != "r2" || a1.LatestStatus != "finished" || a1.Title != "hi" || a1.CreatedAt.IsZero() {
-			t.Errorf("a1 summary = %+v, want 2 runs, latest r2 finished, title \"hi\"", a1)
+		if a1.RunCount != 2 || a1.LatestRunID != "r2" || a1.LatestStatus != "finished" || a1.Title != "hello" || a1.CreatedAt.IsZero() {
+			t.Errorf("a1 summary = %+v, want 2 runs, latest r2 finished, title \"hello\"", a1)
 		}
 		page := e.list(t, "alice", "?limit=1")
 		next := e.list(t, "alice", "?limit=1&cursor="+url.QueryEscape(page.NextCursor))
@@ -153,7 +154,7 @@ func TestDeleteRunningThreadIsRefused(t *testing.T) {
 		e := newEnv(t, proxy.Config{Store: store})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		res := e.post(t, ctx, runBody("t1", "r1", "slow", `,"events":400,"intervalMs":20`), nil)
+		res := e.post(t, ctx, runtest.RunBody("t1", "r1", "slow", `,"events":400,"intervalMs":20`), nil)
 		defer res.Body.Close()
 		br := bufio.NewReader(res.Body)
 		if _, err := br.ReadString('\n'); err != nil { // the run is streaming
@@ -165,7 +166,7 @@ func TestDeleteRunningThreadIsRefused(t *testing.T) {
 		if code, b := e.do(t, http.MethodPost, "/agui/threads/t1/runs/r1/stop", nil); code >= 300 {
 			t.Fatalf("stop = %d %s", code, b)
 		}
-		waitEnded(t, store, "t1", "r1")
+		runtest.WaitRunEnded(t, store, "t1", "r1")
 		if code, b := e.do(t, http.MethodDelete, "/agui/threads/t1", nil); code != http.StatusNoContent {
 			t.Errorf("DELETE after stop = %d %s, want 204", code, b)
 		}

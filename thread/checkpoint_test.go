@@ -12,7 +12,7 @@ import (
 )
 
 // recordChatRun stores a finished run whose assistant message is msgID.
-func recordChatRun(t *testing.T, s *thread.Service, threadID, runID, msgID string) {
+func recordChatRun(t testing.TB, s *thread.Service, threadID, runID, msgID string) {
 	t.Helper()
 	ctx := t.Context()
 	r, err := s.StartRun(ctx, recorder.Run{ThreadID: threadID, RunID: runID})

@@ -12,7 +12,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/thread"
 )
 
-func newService(t *testing.T, cfg thread.Config) *thread.Service {
+func newService(t testing.TB, cfg thread.Config) *thread.Service {
 	t.Helper()
 	if cfg.Store == nil {
 		store := recorder.NewMemoryStore(recorder.MemoryConfig{})

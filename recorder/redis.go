@@ -377,7 +377,11 @@ func (s *RedisStore) CreateRun(ctx context.Context, run Run, opts CreateOptions)
 		}
 	}
 	if err != nil {
-		return Thread{}, scriptError(err, fmt.Sprintf("creating run %q in thread %q", run.RunID, run.ThreadID))
+		err = scriptError(err, fmt.Sprintf("creating run %q in thread %q", run.RunID, run.ThreadID))
+		if errors.Is(err, ErrRunAlreadyStarted) {
+			return s.sameRun(ctx, run, err)
+		}
+		return Thread{}, err
 	}
 	if len(res) == 0 {
 		return Thread{}, nil
@@ -397,6 +401,19 @@ func flag(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// sameRun answers a RUNEXISTS reply: when the stored run has run's epoch (epochs are random
+// per creation), it is this very creation, applied by a first attempt whose reply was lost
+// (go-redis re-sends a pipeline after a read timeout), and the creation succeeded; the thread
+// is reported as the script saw it then (its latest run is the parent the script chose).
+// Otherwise err stands.
+func (s *RedisStore) sameRun(ctx context.Context, run Run, err error) (Thread, error) {
+	got, rerr := s.Run(ctx, run.ThreadID, run.RunID)
+	if rerr != nil || got.Epoch != run.Epoch {
+		return Thread{}, err
+	}
+	return Thread{ID: run.ThreadID, Owner: got.Owner, Route: got.Route, LatestRunID: got.ParentRunID}, nil
 }
 
 func str(v any) string {

@@ -80,3 +80,26 @@ func TestRedisCreateRunAfterScriptFlush(t *testing.T) {
 		t.Errorf("CreateRun after SCRIPT FLUSH = %v, want nil", err)
 	}
 }
+
+// TestRedisCreateRunRetried: a creation applied by an attempt whose reply was lost, sent again
+// with the same epoch, succeeds; another creation of the same run id is still refused.
+func TestRedisCreateRunRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix()})
+	ctx := t.Context()
+	if _, err := s.CreateRun(ctx, testRun("t", "r1"), recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r2 := testRun("t", "r2")
+	r2.ParentRunID = "r1"
+	if _, err := s.CreateRun(ctx, r2, recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	th, err := s.CreateRun(ctx, r2, recorder.CreateOptions{})
+	if err != nil || th.LatestRunID != "r1" {
+		t.Errorf("CreateRun(same run, same epoch) = %+v, %v, want success with latest run r1", th, err)
+	}
+	if _, err := s.CreateRun(ctx, testRun("t", "r2"), recorder.CreateOptions{}); !errors.Is(err, recorder.ErrRunAlreadyStarted) {
+		t.Errorf("CreateRun(same run, new epoch) = %v, want ErrRunAlreadyStarted", err)
+	}
+}

@@ -72,15 +72,7 @@ func TestAttachToLiveRun(t *testing.T) {
 	res := e.post(t, t.Context(), body, nil)
 	defer res.Body.Close()
 	rd := sse.NewReader(res.Body, sse.Limits{})
-	for n := 0; n < 10; {
-		f, err := rd.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.HasData {
-			n++
-		}
-	}
+	runtest.SkipEvents(t, rd, 10)
 	const attachers = 50
 	streams := make([][]event, attachers)
 	var wg sync.WaitGroup

@@ -25,15 +25,7 @@ func TestShutdownInterruptsAtDeadline(t *testing.T) {
 	res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("sd", "sd-1", "bench", `,"events":100000,"intervalMs":5`), nil)
 	defer res.Body.Close()
 	rd := sse.NewReader(res.Body, sse.Limits{})
-	for n := 0; n < 3; {
-		f, err := rd.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.HasData {
-			n++
-		}
-	}
+	runtest.SkipEvents(t, rd, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	shut := make(chan error, 1)

@@ -19,6 +19,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/sse"
 )
 
 // Agent is the scripted demo agent behind a real socket, with its run reports.
@@ -126,4 +127,18 @@ func DecodeProblem(t testing.TB, res *http.Response) problem.Problem {
 		t.Errorf("problem status %d != response status %d", p.Status, res.StatusCode)
 	}
 	return p
+}
+
+// SkipEvents reads frames from rd until n events (frames with data) went by.
+func SkipEvents(t testing.TB, rd *sse.Reader, n int) {
+	t.Helper()
+	for n > 0 {
+		f, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.HasData {
+			n--
+		}
+	}
 }

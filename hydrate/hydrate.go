@@ -23,6 +23,10 @@
 //     stored copy for an id both hold), then the request's new messages, and the branch's state
 //     whenever the branch has one.
 //
+// Activity messages (role "activity") are never restored: the official client keeps them for
+// its UI but leaves them out of every request it sends (AbstractAgent.prepareRunAgentInput in
+// @ag-ui/client 1.0.0), so an agent never sees them without the proxy either.
+//
 // Every other member of the request is forwarded byte for byte, in its original order. The
 // client still sees a RUN_STARTED whose input holds only the new messages (the proxy's
 // normalization is applied to what the client sent, not to what the agent got).
@@ -32,7 +36,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"unicode/utf8"
 
 	"github.com/agui-proxy/agui-proxy/agui"
@@ -93,14 +96,19 @@ func Apply(mode Mode, in *agui.RunInput, b Branch) (Result, error) {
 	// What the agent streamed is stored as it came; a request body must be valid UTF-8 (the
 	// proxy refuses others), so invalid bytes from the store become U+FFFD.
 	b.State = validUTF8(b.State)
-	b.Messages = slices.Clone(b.Messages)
-	branchIDs := make(map[string]int, len(b.Messages))
+	sendable := make([]json.RawMessage, 0, len(b.Messages))
 	for i, m := range b.Messages {
 		if len(m) == 0 || m[0] != '{' {
 			return res, fmt.Errorf("hydrate: branch message %d is not a JSON object", i)
 		}
-		m = validUTF8(m)
-		b.Messages[i] = m
+		if isActivity(m) {
+			continue // clients never send activity messages (see the package documentation)
+		}
+		sendable = append(sendable, validUTF8(m))
+	}
+	b.Messages = sendable
+	branchIDs := make(map[string]int, len(b.Messages))
+	for i, m := range b.Messages {
 		if id := agui.MessageID(m); id != "" {
 			branchIDs[id] = i
 		}
@@ -159,6 +167,14 @@ func hasState(raw json.RawMessage) bool {
 		return len(inner) > 0
 	}
 	return true
+}
+
+// isActivity reports whether a message has the role "activity".
+func isActivity(m json.RawMessage) bool {
+	var v struct {
+		Role string `json:"role"`
+	}
+	return json.Unmarshal(m, &v) == nil && v.Role == "activity"
 }
 
 // validUTF8 replaces invalid UTF-8 in raw JSON by U+FFFD (JSON allows such bytes only inside

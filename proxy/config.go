@@ -15,6 +15,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/thread"
 )
@@ -137,6 +138,9 @@ type Config struct {
 	// AllowConcurrentRuns lets a new run start on a thread whose latest run is still running.
 	// false (default): such a POST gets 409 ThreadBusy.
 	AllowConcurrentRuns bool
+	// Hydrate says when a run request is rebuilt from the stored branch it continues before
+	// the agent gets it (package hydrate): "" is hydrate.ModeMissing.
+	Hydrate hydrate.Mode
 	// Inspector serves the thread inspector page (package inspector) at AttachPrefix+"ui/".
 	// Default false.
 	Inspector bool
@@ -200,6 +204,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AttachPrefix == "" {
 		c.AttachPrefix = DefaultAttachPrefix
+	}
+	if mode, err := hydrate.ParseMode(string(c.Hydrate)); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.Hydrate = mode
 	}
 	if c.LeaseInterval <= 0 {
 		c.LeaseInterval = DefaultLeaseInterval

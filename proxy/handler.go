@@ -18,6 +18,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/attach"
+	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/inspector"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
@@ -286,10 +287,17 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))
 	}
 
+	fwd, err := h.hydrate(sctx, in, parent, known)
+	if err != nil {
+		h.release(ctx, meta)
+		h.fail(w, r, err)
+		return
+	}
+
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	runCtx, stopTimer := context.WithTimeoutCause(base, h.cfg.MaxRunDuration, errRunTimeout)
 	rn := &run{
-		h: h, meta: meta, input: in, parent: parent, inputJSON: normalizedInput(in, known),
+		h: h, meta: meta, input: fwd, parent: parent, inputJSON: normalizedInput(in, known),
 		cancel: func(cause error) { cancel(cause); stopTimer() },
 		done:   make(chan struct{}),
 	}
@@ -298,8 +306,8 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	h.runs.add(rn)
 
 	r = r.WithContext(context.WithValue(ctx, runCtxKey{}, rn))
-	r.Body = io.NopCloser(bytes.NewReader(in.Body))
-	r.ContentLength = int64(len(in.Body))
+	r.Body = io.NopCloser(bytes.NewReader(fwd.Body))
+	r.ContentLength = int64(len(fwd.Body))
 	h.runRP.ServeHTTP(w, r)
 
 	if rn.pumping.Load() {
@@ -317,10 +325,65 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	// The upstream failed or did not answer with an event stream: the run id was not used.
 	rn.cancel(errRunAbandoned)
 	h.runs.remove(rn)
+	h.release(ctx, meta)
+}
+
+// release deletes a registered run that was never started, so its id can be used again.
+func (h *Handler) release(ctx context.Context, meta recorder.Run) {
 	if err := h.store.DeleteRun(context.WithoutCancel(ctx), meta.ThreadID, meta.RunID); err != nil {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "could not release an unused run id",
 			slog.String("thread_id", meta.ThreadID), slog.String("run_id", meta.RunID), slog.Any("err", err))
 	}
+}
+
+// hydrate returns the input to forward to the agent: in itself, or a copy whose body holds
+// the stored branch's messages and state (Config.Hydrate, package hydrate). In the default
+// mode the branch is read only when the request lacks a message the branch holds (known: the
+// branch's message ids; nil when they could not be read), so a client that sends the whole
+// conversation costs nothing more. A branch with events missing in the store refuses the run
+// (problem.ErrHistoryIncomplete) rather than send the agent a shortened conversation.
+func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, parent string, known map[string]bool) (*agui.RunInput, error) {
+	mode := h.cfg.Hydrate
+	if mode == hydrate.ModeOff || parent == "" {
+		return in, nil
+	}
+	if mode == hydrate.ModeMissing && known != nil && !lacksKnown(in, known) {
+		return in, nil
+	}
+	branch, err := h.threads.BranchInput(ctx, in.ThreadID, parent)
+	if err != nil {
+		return nil, err
+	}
+	res, err := hydrate.Apply(mode, in, branch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", problem.ErrHistoryIncomplete, err)
+	}
+	if !res.Changed() {
+		return in, nil
+	}
+	h.metrics.hydratedRun(res.Messages, res.State)
+	h.log.LogAttrs(ctx, slog.LevelDebug, "hydrated a run request from the stored branch",
+		slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Int("restored_messages", res.Restored), slog.Bool("state", res.State))
+	fwd := *in
+	fwd.Body = res.Body
+	return &fwd, nil
+}
+
+// lacksKnown reports whether a held message id is missing from the request's messages.
+func lacksKnown(in *agui.RunInput, known map[string]bool) bool {
+	if len(known) > len(in.Messages) {
+		return true
+	}
+	sent := make(map[string]bool, len(in.Messages))
+	for _, m := range in.Messages {
+		sent[agui.MessageID(m)] = true
+	}
+	for id := range known {
+		if !sent[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // rewrite builds the upstream request. For runs, the outbound request gets the run's own

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/agui-proxy/agui-proxy/hydrate"
 )
 
 // config is the proxy's whole configuration, read from the environment. Each field's desc tag
@@ -53,6 +55,7 @@ type config struct {
 	MaxImportBytes        int64         `env:"AGUI_MAX_IMPORT_BYTES" envDefault:"67108864" desc:"largest thread import document (413 above)"`
 	LeaseInterval         time.Duration `env:"AGUI_LEASE_INTERVAL" envDefault:"2s" desc:"how often a replica renews the lease of each run it pumps; another replica ends a run as interrupted once its lease (3 intervals) expired more than one interval ago"`
 	AllowConcurrentRuns   bool          `env:"AGUI_ALLOW_CONCURRENT_RUNS" envDefault:"false" desc:"allow a new run on a thread whose latest run is still running (default: 409 ThreadBusy)"`
+	Hydrate               string        `env:"AGUI_HYDRATE" envDefault:"missing" desc:"off: the agent gets the request as sent; missing: when a run continuing a thread lacks messages the branch holds (a reload, a second device), the agent gets the branch's messages, then the new ones, and the branch's state if the request's is empty; always: messages and state rebuilt from the store for every run"`
 	Inspector             bool          `env:"AGUI_INSPECTOR" envDefault:"false" desc:"serve the thread inspector page at <attach prefix>ui/ (per route under its prefix); it reads only the attach endpoints, with the caller's identity"`
 	Record                bool          `env:"AGUI_RECORD" envDefault:"true" desc:"false forwards runs without storing events (no attach or resume): for measuring the recorder's cost"`
 	Metrics               bool          `env:"AGUI_METRICS" envDefault:"true" desc:"serve Prometheus metrics at /metrics"`
@@ -104,6 +107,9 @@ func (c config) validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("AGUI_REQUIRE_IDENTITY %q is not true or false", c.RequireIdentity))
+	}
+	if _, err := hydrate.ParseMode(c.Hydrate); err != nil {
+		errs = append(errs, fmt.Errorf("AGUI_HYDRATE: %w", err))
 	}
 	if c.Durability != "async" && c.Durability != "sync" {
 		errs = append(errs, fmt.Errorf("AGUI_DURABILITY %q is not async or sync", c.Durability))

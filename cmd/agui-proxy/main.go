@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
@@ -107,6 +108,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			MaxImportBytes:        cfg.MaxImportBytes,
 			LeaseInterval:         cfg.LeaseInterval,
 			AllowConcurrentRuns:   cfg.AllowConcurrentRuns,
+			Hydrate:               hydrate.Mode(cfg.Hydrate),
 			Inspector:             cfg.Inspector,
 			Store:                 store,
 			Durability:            durability,

@@ -340,7 +340,8 @@ func (h *Handler) release(ctx context.Context, meta recorder.Run) {
 // the stored branch's messages and state (Config.Hydrate, package hydrate). In the default
 // mode the branch is read only when the request lacks a message the branch holds (known: the
 // branch's message ids; nil when they could not be read), so a client that sends the whole
-// conversation costs nothing more. A branch with events missing in the store refuses the run
+// conversation costs nothing more. A parent still running (concurrent runs) is not hydrated
+// from: its conversation is not settled. A branch with events missing in the store refuses the run
 // (problem.ErrHistoryIncomplete) rather than send the agent a shortened conversation.
 func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, parent string, known map[string]bool) (*agui.RunInput, error) {
 	mode := h.cfg.Hydrate
@@ -350,9 +351,12 @@ func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, parent string,
 	if mode == hydrate.ModeMissing && known != nil && !lacksKnown(in, known) {
 		return in, nil
 	}
-	branch, err := h.threads.BranchInput(ctx, in.ThreadID, parent)
+	branch, ended, err := h.threads.BranchInput(ctx, in.ThreadID, parent)
 	if err != nil {
 		return nil, err
+	}
+	if !ended {
+		return in, nil // the parent is still running (concurrent runs): nothing settled to add
 	}
 	res, err := hydrate.Apply(mode, in, branch)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -17,7 +18,7 @@ import (
 // received), or fails on a non-200 answer.
 func said(t *testing.T, url, body string) string {
 	t.Helper()
-	res := postRun(t, t.Context(), url, body, nil)
+	res := runtest.PostRun(t, t.Context(), url, body, nil)
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(res.Body)
@@ -62,7 +63,7 @@ func testHydrationStores(t *testing.T, f func(t *testing.T, store recorder.Store
 
 func TestHydrateMissingMessages(t *testing.T) {
 	testHydrationStores(t, func(t *testing.T, store recorder.Store) {
-		agent := startAgent(t)
+		agent := runtest.StartAgent(t)
 		_, px := startProxy(t, agent.URL, Config{Store: store})
 		if got, want := said(t, px.URL, echoBody("t1", "r1", `{}`, user("u1"))), "received 1 messages [u1]; state {}"; got != want {
 			t.Fatalf("first run: agent said %q, want %q", got, want)
@@ -87,10 +88,10 @@ func TestHydrateMissingMessages(t *testing.T) {
 }
 
 func TestHydrateState(t *testing.T) {
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
 	_, px := startProxy(t, agent.URL, Config{Store: store})
-	res := postRun(t, t.Context(), px.URL, runBody("t1", "r1", "state"), nil)
+	res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t1", "r1", "state"), nil)
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	got := said(t, px.URL, echoBody("t1", "r2", `{}`, user("u2")))
@@ -105,7 +106,7 @@ func TestHydrateState(t *testing.T) {
 }
 
 func TestHydrateModes(t *testing.T) {
-	agent := startAgent(t)
+	agent := runtest.StartAgent(t)
 	for _, tc := range []struct {
 		mode hydrate.Mode
 		want string
@@ -130,17 +131,17 @@ func TestHydrateModes(t *testing.T) {
 // the run is refused with HistoryIncomplete and its id stays free.
 func TestHydrateRefusesAGap(t *testing.T) {
 	testHydrationStores(t, func(t *testing.T, store recorder.Store) {
-		agent := startAgent(t)
+		agent := runtest.StartAgent(t)
 		_, px := startProxy(t, agent.URL, Config{Store: store})
 		said(t, px.URL, echoBody("t1", "r1", `{}`, user("u1")))
-		r1 := waitRunEnded(t, store, "t1", "r1")
+		r1 := runtest.WaitRunEnded(t, store, "t1", "r1")
 		// The store lost events: a gap after the run's last event.
 		if err := store.Append(t.Context(), []recorder.Batch{{Run: r1, Events: []recorder.Event{
 			{Seq: r1.LastSeq + 3, Type: "CUSTOM", Frame: []byte("data: {\"type\":\"CUSTOM\",\"name\":\"x\",\"value\":1}\n\n")}}}}); err != nil {
 			t.Fatal(err)
 		}
-		res := postRun(t, t.Context(), px.URL, echoBody("t1", "r2", `{}`, user("u2")), nil)
-		p := decodeProblem(t, res)
+		res := runtest.PostRun(t, t.Context(), px.URL, echoBody("t1", "r2", `{}`, user("u2")), nil)
+		p := runtest.DecodeProblem(t, res)
 		if res.StatusCode != http.StatusConflict || p.Code != "HistoryIncomplete" {
 			t.Fatalf("run on a branch with a gap = %d %s, want 409 HistoryIncomplete", res.StatusCode, p.Code)
 		}

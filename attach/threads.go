@@ -67,14 +67,19 @@ func threadQuery(r *http.Request) (recorder.ThreadQuery, error) {
 	return q, nil
 }
 
-// serveList answers one page of the caller's threads.
-func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {
+// listRequest reads the caller and the listing query of a thread list or bulk export.
+func (h *Handler) listRequest(r *http.Request) (string, recorder.ThreadQuery, error) {
 	q, err := threadQuery(r)
 	if err != nil {
-		writeErr(w, r, h.log, err)
-		return
+		return "", q, err
 	}
 	owner, err := h.threads.Owner(r)
+	return owner, q, err
+}
+
+// serveList answers one page of the caller's threads.
+func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {
+	owner, q, err := h.listRequest(r)
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return
@@ -118,12 +123,7 @@ const exportPage = 100
 // cannot change the status any more: the stream then ends early, and the client continues
 // from the last cursor it received.
 func (h *Handler) serveBulkExport(w http.ResponseWriter, r *http.Request) {
-	q, err := threadQuery(r)
-	if err != nil {
-		writeErr(w, r, h.log, err)
-		return
-	}
-	owner, err := h.threads.Owner(r)
+	owner, q, err := h.listRequest(r)
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return

@@ -96,10 +96,13 @@ type subscriber struct {
 	queue  [][]byte
 	spare  [][]byte // the queue's other backing array (see writeDirect)
 	head   []byte   // unread rest of a frame larger than the caller's buffer
-	queued int      // bytes in queue and head
-	ended  bool     // no more frames will come
-	err    error    // set when dropped for being slow
-	closed bool
+	queued int      // bytes in queue and head, and in the batch writeTo is writing
+	// writing is the size of the first frame of the batch writeTo is writing (0 when idle):
+	// the frame the client is reading, which does not count against the limit.
+	writing int
+	ended   bool  // no more frames will come
+	err     error // set when dropped for being slow
+	closed  bool
 }
 
 // push queues a frame; it reports false when the subscriber must be dropped.
@@ -113,9 +116,12 @@ func (s *subscriber) push(frame []byte) bool {
 	// fits an empty queue: a client is never dropped on its first frame (RUN_STARTED carries
 	// the run's input and may be the largest of the run), nor for the frame that follows a
 	// large one it is still reading. The queue holds at most limit bytes plus that one frame.
-	oldest := len(s.head)
-	if s.head == nil && len(s.queue) > 0 {
-		oldest = len(s.queue[0])
+	oldest := s.writing
+	if oldest == 0 {
+		oldest = len(s.head)
+		if s.head == nil && len(s.queue) > 0 {
+			oldest = len(s.queue[0])
+		}
 	}
 	if s.queued > 0 && s.queued-oldest+len(frame) > s.limit {
 		s.err = errSlowClient
@@ -216,12 +222,19 @@ func (s *subscriber) writeTo(w http.ResponseWriter) error {
 			s.queue, s.spare = s.spare[:0], nil
 		}
 		s.head = nil
+		switch {
+		case len(head) > 0:
+			s.writing = len(head)
+		case len(take) > 0:
+			s.writing = len(take[0])
+		}
 		err, ended := s.err, s.ended
 		s.mu.Unlock()
 		if len(take) > 0 || len(head) > 0 {
 			n, werr := writeFrames(w, rc, head, take)
 			clear(take)
 			s.mu.Lock()
+			s.writing = 0
 			if !s.closed && s.err == nil { // (a drop or Close reset the queue)
 				s.spare = take[:0]
 				s.queued -= n

@@ -55,3 +55,48 @@ func TestSubscriberWriteToSlowClient(t *testing.T) {
 		t.Errorf("writeTo = %v, want errSlowClient", err)
 	}
 }
+
+// blockingWriter is an http.ResponseWriter whose Write blocks until release is closed, after
+// signalling entered: a client that is slow to read the frame being written.
+type blockingWriter struct {
+	*httptest.ResponseRecorder
+	entered chan struct{}
+	release chan struct{}
+	once    bool
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	if !w.once {
+		w.once = true
+		close(w.entered)
+		<-w.release
+	}
+	return w.ResponseRecorder.Write(p)
+}
+
+// TestSubscriberWriteToLargeFirstFrame: a frame as large as the queue limit (RUN_STARTED
+// carrying a large input) is being written to a client that is slow to read it; the frames
+// published meanwhile are queued, not counted with the one in flight, and the client is not
+// dropped (a CI failure: the stream was cut right after RUN_STARTED).
+func TestSubscriberWriteToLargeFirstFrame(t *testing.T) {
+	const limit = 1000
+	var b broadcast
+	sub, _ := b.subscribe(limit, 0, nil)
+	first := bytes.Repeat([]byte{'x'}, limit)
+	b.publish(first, 1)
+	w := &blockingWriter{ResponseRecorder: httptest.NewRecorder(), entered: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- sub.writeTo(w) }()
+	<-w.entered // the first frame is in flight
+	next := []byte("data: {\"type\":\"TEXT_MESSAGE_START\"}\n\n")
+	b.publish(next, 2)
+	b.publish(next, 3)
+	b.end()
+	close(w.release)
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("writeTo = %v, want io.EOF (the client was dropped while reading the first frame)", err)
+	}
+	if want := len(first) + 2*len(next); w.Body.Len() != want {
+		t.Errorf("client got %d bytes, want %d", w.Body.Len(), want)
+	}
+}

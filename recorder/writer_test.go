@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
@@ -150,211 +150,258 @@ func TestWriterAppendFlush(t *testing.T) {
 	}
 }
 
-// TestWriterRetriesInOrder: while the store fails, events wait; once it recovers they are stored
-// once each, in order, and Append never blocked meanwhile.
+// TestWriterRetriesInOrder: while the store fails, events wait and the writer retries with
+// capped exponential backoff; once the store recovers they are stored once each, in order, and
+// Append never blocked meanwhile. The clock is fake (testing/synctest): the backoff schedule is
+// checked to the millisecond without waiting for it.
 func TestWriterRetriesInOrder(t *testing.T) {
-	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
-	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 16})
-	r := testRun("t", "r")
-	if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	store.setFailing(true)
-	for seq := int64(1); seq <= 100; seq++ {
-		if err := w.Append(r, testEvent(r, seq)); err != nil {
-			t.Fatalf("Append(%d) while the store fails = %v", seq, err)
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+		w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 16,
+			RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond})
+		r := testRun("t", "r")
+		if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	waitFor(t, "store errors", func() bool { return w.Stats().StoreErrors >= 3 })
-	if q := w.Stats().Queued; q != 100 {
-		t.Errorf("Stats().Queued while failing = %d, want 100", q)
-	}
-	store.setFailing(false)
-	w.Finish(r, recorder.StatusFinished, "", 100)
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	checkStored(t, store, r, 100)
-	st := w.Stats()
-	if st.Retries < 3 || st.HighWater != 100 || st.Queued != 0 || st.Appended != 100 {
-		t.Errorf("Stats() = %+v, want >= 3 retries, high water 100, 0 queued, 100 appended", st)
-	}
+		store.setFailing(true)
+		start := time.Now()
+		for seq := int64(1); seq <= 100; seq++ {
+			if err := w.Append(r, testEvent(r, seq)); err != nil {
+				t.Fatalf("Append(%d) while the store fails = %v", seq, err)
+			}
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("100 Appends while the store fails took %v, want no wait", d)
+		}
+		// Attempts at 0, then after 100, 200, 400 (the cap), 400 and 400 ms.
+		attempts := []time.Duration{0, 100, 300, 700, 1100, 1500}
+		for i, at := range attempts {
+			at *= time.Millisecond
+			if at > 0 {
+				time.Sleep(at - time.Millisecond - time.Since(start))
+				synctest.Wait()
+				if got := w.Stats().StoreErrors; got != uint64(i) {
+					t.Fatalf("%v after the first attempt: %d store errors, want %d", at-time.Millisecond, got, i)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			synctest.Wait() // the writer tried and waits out its backoff
+			if got := w.Stats().StoreErrors; got != uint64(i+1) {
+				t.Fatalf("%v after the first attempt: %d store errors, want %d", at, got, i+1)
+			}
+		}
+		if q := w.Stats().Queued; q != 100 {
+			t.Errorf("Stats().Queued while failing = %d, want 100", q)
+		}
+		store.setFailing(false)
+		w.Finish(r, recorder.StatusFinished, "", 100)
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 1900*time.Millisecond {
+			t.Errorf("stored after %v, want 1.9s (the last backoff of 400 ms after the attempt at 1.5 s)", d)
+		}
+		checkStored(t, store, r, 100)
+		st := w.Stats()
+		if st.Retries != 6 || st.HighWater != 100 || st.Queued != 0 || st.Appended != 100 {
+			t.Errorf("Stats() = %+v, want 6 retries, high water 100, 0 queued, 100 appended", st)
+		}
+	})
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// TestWriterOverflow: a buffer that stays full while the store is stuck past FullWait drops
-// events (counted, ErrBufferFull, logged once per run), and the store records the gap when
-// the run goes on.
+// TestWriterOverflow: a buffer that stays full while the store is stuck makes Append wait
+// FullWait, then drop events (counted, ErrBufferFull, logged once per run), and the store
+// records the gap when the run goes on. The clock is fake (testing/synctest).
 func TestWriterOverflow(t *testing.T) {
-	gate := make(chan struct{})
-	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: gate}
-	var logs logBuffer
-	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 10, MaxBatchEvents: 4, Logger: logs.logger(),
-		FullWait: 20 * time.Millisecond})
-	r := testRun("t", "r")
-	if _, err := store.Store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var dropped []int64
-	for seq := int64(1); seq <= 25; seq++ {
-		err := w.Append(r, testEvent(r, seq))
-		switch {
-		case errors.Is(err, recorder.ErrBufferFull):
-			dropped = append(dropped, seq)
-		case err != nil:
-			t.Fatalf("Append(%d) = %v", seq, err)
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: gate}
+		var logs logBuffer
+		const fullWait = 3 * time.Second
+		w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 10, MaxBatchEvents: 4, Logger: logs.logger(),
+			FullWait: fullWait})
+		r := testRun("t", "r")
+		if _, err := store.Store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if want := 15; len(dropped) != want || dropped[0] != 11 {
-		t.Errorf("dropped seqs = %v, want 11..25", dropped)
-	}
-	st := w.Stats()
-	if st.Dropped != 15 || st.Queued != 10 || st.HighWater != 10 {
-		t.Errorf("Stats() = %+v, want 15 dropped, 10 queued, high water 10", st)
-	}
-	if n := strings.Count(logs.String(), "buffer full"); n != 1 {
-		t.Errorf("overflow logged %d times, want once per run:\n%s", n, logs.String())
-	}
-	store.mu.Lock()
-	store.gate = nil
-	store.mu.Unlock()
-	close(gate)
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Append(r, testEvent(r, 26)); err != nil {
-		t.Fatalf("Append(26) after the store recovered = %v", err)
-	}
-	w.Finish(r, recorder.StatusFinished, "", 28)
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	got, err := store.Run(t.Context(), "t", "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []recorder.Gap{{From: 11, To: 25}, {From: 27, To: 28}}; !slices.Equal(got.Gaps, want) || got.LastSeq != 26 || got.Complete(0) {
-		t.Errorf("Run = gaps %v last %d, want %v, 26, incomplete", got.Gaps, got.LastSeq, want)
-	}
-}
-
-// TestWriterAppendSync: AppendSync returns only once the event is stored.
-func TestWriterAppendSync(t *testing.T) {
-	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
-	w := newTestWriter(t, store, recorder.WriterConfig{Durability: recorder.DurabilitySync})
-	if w.Durability() != recorder.DurabilitySync || w.Durability().String() != "sync" {
-		t.Errorf("Durability() = %v, want sync", w.Durability())
-	}
-	r := testRun("t", "r")
-	for seq := int64(1); seq <= 50; seq++ {
-		if err := w.AppendSync(t.Context(), r, testEvent(r, seq)); err != nil {
-			t.Fatalf("AppendSync(%d) = %v", seq, err)
+		var dropped []int64
+		start := time.Now()
+		for seq := int64(1); seq <= 25; seq++ {
+			err := w.Append(r, testEvent(r, seq))
+			switch {
+			case errors.Is(err, recorder.ErrBufferFull):
+				dropped = append(dropped, seq)
+			case err != nil:
+				t.Fatalf("Append(%d) = %v", seq, err)
+			}
+		}
+		if d := time.Since(start); d != fullWait {
+			t.Errorf("Appends into a full buffer with the store stuck took %v, want FullWait %v (then drop at once)", d, fullWait)
+		}
+		if want := 15; len(dropped) != want || dropped[0] != 11 {
+			t.Errorf("dropped seqs = %v, want 11..25", dropped)
+		}
+		st := w.Stats()
+		if st.Dropped != 15 || st.Queued != 10 || st.HighWater != 10 || st.Waits != 1 {
+			t.Errorf("Stats() = %+v, want 15 dropped, 10 queued, high water 10, 1 wait", st)
+		}
+		if n := strings.Count(logs.String(), "buffer full"); n != 1 {
+			t.Errorf("overflow logged %d times, want once per run:\n%s", n, logs.String())
+		}
+		store.mu.Lock()
+		store.gate = nil
+		store.mu.Unlock()
+		close(gate)
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Append(r, testEvent(r, 26)); err != nil {
+			t.Fatalf("Append(26) after the store recovered = %v", err)
+		}
+		w.Finish(r, recorder.StatusFinished, "", 28)
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatal(err)
 		}
 		got, err := store.Run(t.Context(), "t", "r")
-		if err != nil || got.LastSeq != seq {
-			t.Fatalf("after AppendSync(%d): Run = last %d, %v, want %d", seq, got.LastSeq, err, seq)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// A store that fails: AppendSync gives up with ctx's error, the event stays queued and is
-	// stored once the store recovers.
-	store.setFailing(true)
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() {
-		waitFor(t, "a failed store call", func() bool { return w.Stats().StoreErrors > 0 })
-		cancel()
-	}()
-	if err := w.AppendSync(ctx, r, testEvent(r, 51)); !errors.Is(err, context.Canceled) {
-		t.Errorf("AppendSync while the store fails = %v, want context.Canceled", err)
-	}
-	store.setFailing(false)
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	checkStored(t, store, r, 51)
+		if want := []recorder.Gap{{From: 11, To: 25}, {From: 27, To: 28}}; !slices.Equal(got.Gaps, want) || got.LastSeq != 26 || got.Complete(0) {
+			t.Errorf("Run = gaps %v last %d, want %v, 26, incomplete", got.Gaps, got.LastSeq, want)
+		}
+	})
+}
+
+// TestWriterAppendSync: AppendSync returns only once the event is stored; while the store
+// fails it waits until ctx ends, and the event is stored once the store recovers. The clock is
+// fake (testing/synctest).
+func TestWriterAppendSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+		w := newTestWriter(t, store, recorder.WriterConfig{Durability: recorder.DurabilitySync,
+			RetryMin: 100 * time.Millisecond, RetryMax: time.Second})
+		if w.Durability() != recorder.DurabilitySync || w.Durability().String() != "sync" {
+			t.Errorf("Durability() = %v, want sync", w.Durability())
+		}
+		r := testRun("t", "r")
+		for seq := int64(1); seq <= 50; seq++ {
+			if err := w.AppendSync(t.Context(), r, testEvent(r, seq)); err != nil {
+				t.Fatalf("AppendSync(%d) = %v", seq, err)
+			}
+			got, err := store.Run(t.Context(), "t", "r")
+			if err != nil || got.LastSeq != seq {
+				t.Fatalf("after AppendSync(%d): Run = last %d, %v, want %d", seq, got.LastSeq, err, seq)
+			}
+		}
+		// A store that fails: AppendSync gives up with ctx's error, the event stays queued and
+		// is stored once the store recovers.
+		store.setFailing(true)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := w.AppendSync(ctx, r, testEvent(r, 51)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("AppendSync while the store fails = %v, want context.DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d != 5*time.Second {
+			t.Errorf("AppendSync while the store fails returned after %v, want when its ctx ended (5s)", d)
+		}
+		if st := w.Stats(); st.StoreErrors == 0 || st.Queued != 1 {
+			t.Errorf("Stats() = %+v, want store errors and the event still queued", st)
+		}
+		store.setFailing(false)
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		checkStored(t, store, r, 51)
+	})
 }
 
 // TestWriterAppendSyncBufferFull: in sync mode a full buffer makes the caller wait (no drop)
-// until there is room.
+// until there is room. The clock is fake (testing/synctest).
 func TestWriterAppendSyncBufferFull(t *testing.T) {
-	gate := make(chan struct{})
-	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: gate}
-	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 2})
-	r := testRun("t", "r")
-	errs := make(chan error, 3)
-	for seq := int64(1); seq <= 2; seq++ {
-		go func() { errs <- w.AppendSync(t.Context(), r, testEvent(r, seq)) }()
-		// One after another, so seq order is queue order.
-		waitFor(t, "queued", func() bool { return w.Stats().Queued == int(seq) })
-	}
-	// Seq 3 waits for room: the buffer holds 1 and 2.
-	go func() { errs <- w.AppendSync(t.Context(), r, testEvent(r, 3)) }()
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	if err := w.AppendSync(ctx, r, testEvent(r, 4)); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("AppendSync with a full buffer and a short ctx = %v, want DeadlineExceeded", err)
-	}
-	store.mu.Lock()
-	store.gate = nil
-	store.mu.Unlock()
-	close(gate)
-	for range 3 {
-		if err := <-errs; err != nil {
-			t.Errorf("AppendSync = %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: gate}
+		w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedEvents: 2})
+		r := testRun("t", "r")
+		errs := make(chan error, 3)
+		for seq := int64(1); seq <= 2; seq++ {
+			go func() { errs <- w.AppendSync(t.Context(), r, testEvent(r, seq)) }()
+			// One after another, so seq order is queue order.
+			synctest.Wait()
+			if q := w.Stats().Queued; q != int(seq) {
+				t.Fatalf("Stats().Queued = %d after AppendSync(%d), want %d", q, seq, seq)
+			}
 		}
-	}
-	if d := w.Stats().Dropped; d != 1 {
-		t.Errorf("Stats().Dropped = %d, want 1 (the AppendSync that gave up before queueing)", d)
-	}
+		// Seq 3 waits for room: the buffer holds 1 and 2.
+		go func() { errs <- w.AppendSync(t.Context(), r, testEvent(r, 3)) }()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		if err := w.AppendSync(ctx, r, testEvent(r, 4)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("AppendSync with a full buffer and a ctx that ends = %v, want DeadlineExceeded", err)
+		}
+		if len(errs) != 0 {
+			t.Errorf("an AppendSync returned while the buffer stayed full: %v", <-errs)
+		}
+		store.mu.Lock()
+		store.gate = nil
+		store.mu.Unlock()
+		close(gate)
+		for range 3 {
+			if err := <-errs; err != nil {
+				t.Errorf("AppendSync = %v", err)
+			}
+		}
+		if d := w.Stats().Dropped; d != 1 {
+			t.Errorf("Stats().Dropped = %d, want 1 (the AppendSync that gave up before queueing)", d)
+		}
+	})
 }
 
 // TestWriterShutdown: Shutdown stores what was queued, then refuses more; with a dead store it
-// gives up when ctx ends and reports it.
+// gives up when ctx ends and reports it. The clock is fake (testing/synctest).
 func TestWriterShutdown(t *testing.T) {
-	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
-	w := recorder.NewWriter(recorder.WriterConfig{Store: store, RetryMin: time.Millisecond})
-	r := testRun("t", "r")
-	for seq := int64(1); seq <= 10; seq++ {
-		w.Append(r, testEvent(r, seq))
-	}
-	if err := w.Shutdown(t.Context()); err != nil {
-		t.Fatalf("Shutdown() = %v", err)
-	}
-	checkStored(t, store, r, 10)
-	if err := w.Append(r, testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
-		t.Errorf("Append after Shutdown = %v, want ErrClosed", err)
-	}
-	if err := w.AppendSync(t.Context(), r, testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
-		t.Errorf("AppendSync after Shutdown = %v, want ErrClosed", err)
-	}
-	w.Finish(r, recorder.StatusFinished, "", 10) // ignored, must not panic or block
-	if err := w.Shutdown(t.Context()); err != nil {
-		t.Errorf("second Shutdown() = %v, want nil", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+		w := recorder.NewWriter(recorder.WriterConfig{Store: store, RetryMin: time.Millisecond})
+		r := testRun("t", "r")
+		for seq := int64(1); seq <= 10; seq++ {
+			w.Append(r, testEvent(r, seq))
+		}
+		if err := w.Shutdown(t.Context()); err != nil {
+			t.Fatalf("Shutdown() = %v", err)
+		}
+		checkStored(t, store, r, 10)
+		if err := w.Append(r, testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
+			t.Errorf("Append after Shutdown = %v, want ErrClosed", err)
+		}
+		if err := w.AppendSync(t.Context(), r, testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
+			t.Errorf("AppendSync after Shutdown = %v, want ErrClosed", err)
+		}
+		w.Finish(r, recorder.StatusFinished, "", 10) // ignored, must not panic or block
+		if err := w.Shutdown(t.Context()); err != nil {
+			t.Errorf("second Shutdown() = %v, want nil", err)
+		}
 
-	dead := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), failing: true}
-	w = recorder.NewWriter(recorder.WriterConfig{Store: dead, RetryMin: time.Millisecond})
-	w.Append(r, testEvent(r, 1))
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() {
-		waitFor(t, "a failed store call", func() bool { return w.Stats().StoreErrors > 0 })
-		cancel()
-	}()
-	if err := w.Shutdown(ctx); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "abandoned 1 events") {
-		t.Errorf("Shutdown with a dead store = %v, want context.Canceled and 1 abandoned event", err)
-	}
-	if err := w.Flush(t.Context()); !errors.Is(err, recorder.ErrClosed) {
-		t.Errorf("Flush after an abandoning Shutdown = %v, want ErrClosed", err)
-	}
+		dead := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), failing: true}
+		w = recorder.NewWriter(recorder.WriterConfig{Store: dead, RetryMin: time.Millisecond})
+		w.Append(r, testEvent(r, 1))
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := w.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "abandoned 1 events") {
+			t.Errorf("Shutdown with a dead store = %v, want context.DeadlineExceeded and 1 abandoned event", err)
+		}
+		if d := time.Since(start); d != 10*time.Second {
+			t.Errorf("Shutdown with a dead store returned after %v, want when its ctx ended (10s)", d)
+		}
+		if st := w.Stats(); st.StoreErrors == 0 {
+			t.Errorf("Stats() = %+v, want failed store calls before Shutdown gave up", st)
+		}
+		if err := w.Flush(t.Context()); !errors.Is(err, recorder.ErrClosed) {
+			t.Errorf("Flush after an abandoning Shutdown = %v, want ErrClosed", err)
+		}
+	})
 }
 
 // TestWriterFinishRecreatesLostRun: a Finish for a run the store lost re-creates it and records
@@ -428,18 +475,20 @@ func TestWriterConcurrent(t *testing.T) {
 	}
 }
 
-// TestWriterNoGoroutineLeak: the Writer's goroutine ends with Shutdown.
+// TestWriterNoGoroutineLeak: the Writer's goroutine ends with Shutdown. The writers run in a
+// testing/synctest bubble, which fails the test if any goroutine started in it is still
+// blocked when the test function returns.
 func TestWriterNoGoroutineLeak(t *testing.T) {
-	before := runtime.NumGoroutine()
-	for range 10 {
-		w := recorder.NewWriter(recorder.WriterConfig{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})})
-		r := testRun("t", "r")
-		w.Append(r, testEvent(r, 1))
-		if err := w.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		for range 10 {
+			w := recorder.NewWriter(recorder.WriterConfig{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})})
+			r := testRun("t", "r")
+			w.Append(r, testEvent(r, 1))
+			if err := w.Shutdown(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	waitFor(t, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= before })
+	})
 }
 
 // slowStore is a Store whose every Append first waits for a tick: the store keeps making
@@ -459,8 +508,13 @@ func (s *slowStore) Append(ctx context.Context, b []recorder.Batch) error {
 }
 
 // TestWriterBackpressure: a store slower than the caller slows Append down instead of
-// dropping: every event is stored, none dropped, and the waits are counted.
+// dropping: every event is stored, none dropped, and the waits are counted. The store's ticks
+// come from a fake clock (testing/synctest).
 func TestWriterBackpressure(t *testing.T) {
+	synctest.Test(t, testWriterBackpressure)
+}
+
+func testWriterBackpressure(t *testing.T) {
 	ticker := time.NewTicker(time.Millisecond)
 	defer ticker.Stop()
 	store := &slowStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), tick: ticker.C}

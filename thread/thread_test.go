@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/problem"
@@ -135,6 +136,35 @@ func TestReapOrphan(t *testing.T) {
 	if run.Status != recorder.StatusInterrupted || run.Detail != thread.CodeInterrupted || len(evs) != 1 || evs[0].Type != "RUN_ERROR" {
 		t.Errorf("reaped run = %+v with %d events, want interrupted with one RUN_ERROR", run, len(evs))
 	}
+}
+
+// TestLeaseGrace: a running run whose replica stopped renewing its lease still holds its
+// thread (busy rule) and is not reaped until the lease grace after the lease has passed, to
+// the millisecond; then it is reaped and the thread takes a new run. The clock is fake
+// (testing/synctest): the lease runs out without a wall-clock wait.
+func TestLeaseGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lease, grace = 10 * time.Second, 2 * time.Second
+		s := newService(t, thread.Config{LeaseGrace: grace})
+		ctx := t.Context()
+		if _, err := s.StartRun(ctx, recorder.Run{ThreadID: "t", RunID: "r1", Node: "n", LeaseUntil: time.Now().Add(lease)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(lease + grace - time.Millisecond)
+		if s.ReapOrphan(ctx, "t", "r1") {
+			t.Fatal("ReapOrphan ended a run within the lease grace")
+		}
+		if _, err := s.StartRun(ctx, recorder.Run{ThreadID: "t", RunID: "r2"}); !errors.Is(err, recorder.ErrThreadBusy) {
+			t.Fatalf("StartRun within the lease grace = %v, want ErrThreadBusy", err)
+		}
+		time.Sleep(time.Millisecond)
+		if !s.ReapOrphan(ctx, "t", "r1") {
+			t.Fatal("ReapOrphan did not end a run once its lease and the grace passed")
+		}
+		if _, err := s.StartRun(ctx, recorder.Run{ThreadID: "t", RunID: "r2"}); err != nil {
+			t.Fatalf("StartRun after the orphan was reaped = %v", err)
+		}
+	})
 }
 
 func TestStop(t *testing.T) {

@@ -1,6 +1,8 @@
 package agui_test
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/agui-proxy/agui-proxy/agui"
@@ -25,4 +27,38 @@ func Example() {
 	// t1 r1 1 m1
 	// true
 	// RUN_FINISHED true true
+}
+
+// KindOf maps an event type to its entry in the one table of AG-UI 1.0 event types; a type
+// the table does not know is KindUnknown and travels through the proxy untouched.
+func ExampleKindOf() {
+	for _, name := range []string{"TEXT_MESSAGE_CONTENT", "STATE_DELTA", "MY_OWN_EVENT"} {
+		k := agui.KindOf(name)
+		fmt.Println(name, k == agui.KindUnknown, k.String() == name)
+	}
+	// Output:
+	// TEXT_MESSAGE_CONTENT false true
+	// STATE_DELTA false true
+	// MY_OWN_EVENT true false
+}
+
+// ValidateID refuses a thread or run id the proxy could not use as a store key or in a
+// cursor, with an error wrapping ErrInvalidID.
+func ExampleValidateID() {
+	fmt.Println(agui.ValidateID("threadId", "t-1"))
+	err := agui.ValidateID("threadId", "a\nb")
+	fmt.Println(errors.Is(err, agui.ErrInvalidID))
+	// Output:
+	// <nil>
+	// true
+}
+
+// Title names a thread after its first user message.
+func ExampleTitle() {
+	fmt.Println(agui.Title([]json.RawMessage{
+		json.RawMessage(`{"id":"s1","role":"system","content":"Be brief."}`),
+		json.RawMessage(`{"id":"u1","role":"user","content":"What is the weather in Paris?"}`),
+	}))
+	// Output:
+	// What is the weather in Paris?
 }

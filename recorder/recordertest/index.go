@@ -29,6 +29,7 @@ func runIndex(t *testing.T, newStore func(t *testing.T) recorder.Store) {
 		{"Delete", testDeleteThread},
 		{"DeleteRefusals", testDeleteThreadRefusals},
 		{"RacingRuns", testIndexRacingRuns},
+		{"Scan", testScanThreads},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -445,5 +446,48 @@ func testIndexRacingRuns(t *testing.T, s recorder.Store) {
 		if th.RunCount != runs/threads {
 			t.Errorf("thread %s: %d runs, want %d", th.ID, th.RunCount, runs/threads)
 		}
+	}
+}
+
+// testScanThreads: ScanThreads visits every thread once, whatever its owner and route (more
+// threads than one scan page), and not a deleted one; an error from the callback ends it.
+func testScanThreads(t *testing.T, s recorder.Store) {
+	sc, ok := s.(recorder.ThreadScanner)
+	if !ok {
+		t.Fatalf("%T does not implement recorder.ThreadScanner", s)
+	}
+	want := map[string]bool{}
+	for i := range 530 {
+		r := newRun(fmt.Sprintf("s%03d", i), "r1")
+		r.Owner, r.Route = fmt.Sprintf("owner%d", i%3), fmt.Sprintf("/route%d", i%2)
+		mustCreate(t, s, r)
+		want[r.ThreadID] = true
+	}
+	if err := s.FinishRun(t.Context(), "s007", "r1", recorder.StatusFinished, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteThread(t.Context(), "s007", "owner1", "/route1"); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "s007")
+	got := map[string]int{}
+	if err := sc.ScanThreads(t.Context(), func(id string) error { got[id]++; return nil }); err != nil {
+		t.Fatalf("ScanThreads = %v", err)
+	}
+	for id := range want {
+		if got[id] != 1 {
+			t.Errorf("thread %s visited %d times, want 1", id, got[id])
+		}
+	}
+	for id := range got {
+		if !want[id] {
+			t.Errorf("ScanThreads visited %s, which is not a thread", id)
+		}
+	}
+	stop := errors.New("stop")
+	n := 0
+	err := sc.ScanThreads(t.Context(), func(string) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("ScanThreads with a failing callback = %v after %d calls, want stop after 1", err, n)
 	}
 }

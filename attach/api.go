@@ -61,6 +61,17 @@ type ExportDoc struct {
 	// Cursor is set in the bulk export (GET {prefix}export) only: passed as ?cursor=, it
 	// continues the export after this thread. Import ignores it.
 	Cursor string `json:"cursor,omitempty"`
+	// Origin is set by agui-proxy export only (an operator's backup of a whole store): where
+	// the thread lives. POST .../import ignores it (the caller owns what it imports).
+	Origin *ExportOrigin `json:"origin,omitempty"`
+}
+
+// ExportOrigin is the owner and route of an exported thread (ExportDoc.Origin).
+type ExportOrigin struct {
+	// Owner is the identity owning the thread; "" in single-tenant mode.
+	Owner string `json:"owner"`
+	// Route is the route (room) the thread was created through.
+	Route string `json:"route"`
 }
 
 // ExportRun is one run of an ExportDoc with its recorded frames, in order: each event as its
@@ -213,61 +224,98 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	if !utf8.Valid(body) {
-		// Refused like a run body with invalid UTF-8 (JSON text is UTF-8).
-		writeErr(w, r, h.log, fmt.Errorf("%w: the document is not valid UTF-8", problem.ErrInvalidImport))
-		return
-	}
-	var doc ExportDoc
-	if err := json.Unmarshal(body, &doc); err != nil {
-		writeErr(w, r, h.log, fmt.Errorf("%w: %v", problem.ErrInvalidImport, err))
-		return
-	}
-	batches, err := validateImport(doc)
+	doc, err := DecodeExport(body)
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	if _, err := h.store.Thread(ctx, threadID); err == nil {
-		writeErr(w, r, h.log, problem.ErrThreadNotEmpty) // exists (ours or not: nothing is revealed beyond "not empty")
+	runs, err := ImportThread(ctx, h.store, ImportTarget{ThreadID: threadID, Owner: owner, Route: h.threads.Route()}, doc)
+	if err != nil {
+		writeErr(w, r, h.log, err)
 		return
+	}
+	writeJSONStatus(w, http.StatusCreated, map[string]any{"threadId": threadID, "runs": runs})
+}
+
+// DecodeExport parses one export document (the body of POST .../import, a line of the bulk
+// export); ImportThread validates it. Errors wrap problem.ErrInvalidImport.
+func DecodeExport(data []byte) (ExportDoc, error) {
+	var doc ExportDoc
+	if !utf8.Valid(data) {
+		// Refused like a run body with invalid UTF-8 (JSON text is UTF-8).
+		return doc, fmt.Errorf("%w: the document is not valid UTF-8", problem.ErrInvalidImport)
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return doc, fmt.Errorf("%w: %v", problem.ErrInvalidImport, err)
+	}
+	return doc, nil
+}
+
+// ValidateExport checks doc exactly as ImportThread does before writing, without a store:
+// what a dry run of an import reports. Errors wrap problem.ErrInvalidImport.
+func ValidateExport(doc ExportDoc) error {
+	_, err := validateImport(doc)
+	return err
+}
+
+// ImportTarget is where ImportThread writes a thread: its id, owner ("" in single-tenant
+// mode) and route.
+type ImportTarget struct {
+	ThreadID, Owner, Route string
+}
+
+// ImportThread writes doc into store as the new thread to.ThreadID, owned by to.Owner on
+// to.Route (never what the document says). It does no access check: the import endpoint
+// checks the caller first, and the agui-proxy import command writes as the store's operator.
+// The document is validated whole before anything is written (errors wrap
+// problem.ErrInvalidImport); a thread that exists already is left as it is and refused with
+// problem.ErrThreadNotEmpty; a failed write removes the runs it created. Store errors are
+// mapped by problem.StoreErr. It returns the number of runs written.
+func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, doc ExportDoc) (int, error) {
+	threadID := to.ThreadID
+	if err := agui.ValidateID("threadId", threadID); err != nil {
+		return 0, err
+	}
+	batches, err := validateImport(doc)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := store.Thread(ctx, threadID); err == nil {
+		return 0, problem.ErrThreadNotEmpty // exists (ours or not: nothing is revealed beyond "not empty")
 	} else if !errors.Is(err, recorder.ErrThreadNotFound) {
-		writeErr(w, r, h.log, storeErr(err))
-		return
+		return 0, storeErr(err)
 	}
 	var created []string
 	undo := func() {
 		for i := len(created) - 1; i >= 0; i-- {
-			h.store.DeleteRun(context.WithoutCancel(ctx), threadID, created[i])
+			store.DeleteRun(context.WithoutCancel(ctx), threadID, created[i])
 		}
 	}
 	for _, b := range batches {
 		run := b.Run
-		run.ThreadID, run.Owner, run.Route, run.Epoch = threadID, owner, h.threads.Route(), recorder.NewEpoch()
+		run.ThreadID, run.Owner, run.Route, run.Epoch = threadID, to.Owner, to.Route, recorder.NewEpoch()
 		for i := range b.Events {
 			b.Events[i].Frame, _ = sse.AppendEvent(nil, sse.Event{
 				ID: recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: b.Events[i].Seq}.String(), Data: b.Events[i].Frame})
 		}
-		if _, err := h.store.CreateRun(ctx, run, recorder.CreateOptions{}); err != nil {
+		if _, err := store.CreateRun(ctx, run, recorder.CreateOptions{}); err != nil {
 			undo()
 			if errors.Is(err, recorder.ErrThreadNotFound) || errors.Is(err, recorder.ErrRunAlreadyStarted) || errors.Is(err, recorder.ErrThreadRoomMismatch) {
-				err = problem.ErrThreadNotEmpty // another writer got there first
+				return 0, problem.ErrThreadNotEmpty // another writer got there first
 			}
-			writeErr(w, r, h.log, storeErr(err))
-			return
+			return 0, storeErr(err)
 		}
 		created = append(created, run.RunID)
-		err := h.store.Append(ctx, []recorder.Batch{{Run: run, Events: b.Events}})
+		err := store.Append(ctx, []recorder.Batch{{Run: run, Events: b.Events}})
 		if err == nil {
-			err = h.store.FinishRun(ctx, threadID, run.RunID, b.Run.Status, b.Run.Detail, int64(len(b.Events)))
+			err = store.FinishRun(ctx, threadID, run.RunID, b.Run.Status, b.Run.Detail, int64(len(b.Events)))
 		}
 		if err != nil {
 			undo()
-			writeErr(w, r, h.log, storeErr(err))
-			return
+			return 0, storeErr(err)
 		}
 	}
-	writeJSONStatus(w, http.StatusCreated, map[string]any{"threadId": threadID, "runs": len(batches)})
+	return len(batches), nil
 }
 
 // validateImport checks an export document and turns it into batches whose Frame fields hold

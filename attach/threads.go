@@ -156,8 +156,7 @@ func (h *Handler) serveBulkExport(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			doc.Cursor = recorder.CursorAfter(t)
-			line, _ := json.Marshal(doc)
-			if _, err := w.Write(append(validUTF8(line), '\n')); err != nil {
+			if _, err := w.Write(AppendExportLine(nil, doc)); err != nil {
 				return // the client is gone
 			}
 			rc.Flush()
@@ -167,4 +166,11 @@ func (h *Handler) serveBulkExport(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Cursor = page.NextCursor
 	}
+}
+
+// AppendExportLine appends doc as one line of the bulk export (NDJSON: the JSON document,
+// with any invalid UTF-8 of recorded frames replaced so that it re-imports, then '\n').
+func AppendExportLine(dst []byte, doc ExportDoc) []byte {
+	line, _ := json.Marshal(doc)
+	return append(append(dst, validUTF8(line)...), '\n')
 }

@@ -190,7 +190,7 @@ Usage:
   agui-proxy              run the proxy (configured by the environment variables below)
   agui-proxy compact      compact AG-UI events: JSON array or NDJSON on stdin, result on stdout
                           (agui-proxy compact -h for its flags)
-
+`+backupUsage+`
 Environment:
 `)
 	for _, v := range configVars() {

@@ -1,6 +1,6 @@
 // Command agui-proxy runs the AG-UI proxy in front of one agent, configured from the
-// environment (agui-proxy -h lists every variable), or compacts event streams
-// (agui-proxy compact).
+// environment (agui-proxy -h lists every variable), compacts event streams (agui-proxy
+// compact), or exports and imports a store's threads (agui-proxy export, agui-proxy import).
 package main
 
 import (
@@ -32,8 +32,19 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "compact" {
-		return runCompact(args[1:], stdin, stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "compact":
+			return runCompact(args[1:], stdin, stdout, stderr)
+		case "export", "import":
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			a := storeArgs{ctx: ctx, stderr: stderr}
+			if args[0] == "export" {
+				return runExport(a, args[1:], stdout)
+			}
+			return runImport(a, args[1:], stdin, stdout)
+		}
 	}
 	fs := flag.NewFlagSet("agui-proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)

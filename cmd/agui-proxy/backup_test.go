@@ -322,9 +322,9 @@ func TestImportBadLines(t *testing.T) {
 		lines[0],                         // 1: good
 		"",                               // 2: blank, skipped
 		`{"formatVersion":1,"threadId":`, // 3: not JSON
-		reworked(func(d *attach.ExportDoc) { d.FormatVersion = 2; d.ThreadID = "v2" }),                           // 4
-		reworked(func(d *attach.ExportDoc) { d.ThreadID = "bad id" }),                                            // 5
-		reworked(func(d *attach.ExportDoc) { d.ThreadID = "dup"; d.Runs[1] = d.Runs[0] }),                        // 6
+		reworked(func(d *attach.ExportDoc) { d.FormatVersion = 2; d.ThreadID = "v2" }),                            // 4
+		reworked(func(d *attach.ExportDoc) { d.ThreadID = "bad id" }),                                             // 5
+		reworked(func(d *attach.ExportDoc) { d.ThreadID = "dup"; d.Runs[1] = d.Runs[0] }),                         // 6
 		reworked(func(d *attach.ExportDoc) { d.ThreadID = "big"; d.Runs[0].Detail = strings.Repeat("x", 40000) }), // 7: too long
 		"\xff\xfe", // 8: not UTF-8
 		reworked(func(d *attach.ExportDoc) { d.Runs = d.Runs[:1] }), // 9: thread 1 again with other runs: conflict

@@ -22,6 +22,7 @@ const (
 	DefaultMaxImportBytes    = 64 << 20
 	DefaultRetry             = 2 * time.Second
 	DefaultFollowPoll        = time.Second
+	DefaultClientQueueBytes  = 16 << 20
 )
 
 // Config configures a Handler. Threads is required.
@@ -36,6 +37,10 @@ type Config struct {
 	// HeartbeatInterval is the silence after which an SSE comment is written. Default
 	// DefaultHeartbeatInterval; negative disables.
 	HeartbeatInterval time.Duration
+	// ClientQueueBytes bounds the bytes queued for one attacher of a live run, as for the
+	// client that started it (package live): an attacher that falls further behind is dropped
+	// with live.ErrSlowClient and resumes. Default DefaultClientQueueBytes.
+	ClientQueueBytes int
 	// WriteTimeout bounds each write to a client; a client that does not read is dropped.
 	// Default DefaultWriteTimeout.
 	WriteTimeout time.Duration
@@ -105,6 +110,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.ClientQueueBytes <= 0 {
+		cfg.ClientQueueBytes = DefaultClientQueueBytes
 	}
 	if cfg.Retry <= 0 {
 		cfg.Retry = DefaultRetry

@@ -12,6 +12,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -188,7 +189,7 @@ func (h *Handler) streamEnded(r *http.Request, err error) {
 		return
 	}
 	level := slog.LevelInfo
-	if !errors.Is(err, recorder.ErrSlowSubscriber) {
+	if !errors.Is(err, recorder.ErrSlowSubscriber) && !errors.Is(err, live.ErrSlowClient) {
 		level = slog.LevelWarn
 	}
 	h.log.LogAttrs(r.Context(), level, "attach stream ended early", slog.String("path", r.URL.Path), slog.Any("err", err))

@@ -14,6 +14,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 	"github.com/agui-proxy/agui-proxy/thread"
@@ -70,21 +71,26 @@ func (s *stream) event(data []byte, id string) error {
 	return err
 }
 
-// record queues a recorded frame, re-encoded with LF framing if it was not.
-func (s *stream) record(rec recorder.Event, runID, epoch string) error {
+// appendRecord appends a recorded frame to b, re-encoded with LF framing if it was not
+// (nothing when it holds nothing a client could apply).
+func appendRecord(b []byte, rec recorder.Event, runID, epoch string) []byte {
 	if bytes.IndexByte(rec.Frame, '\r') < 0 && bytes.HasSuffix(rec.Frame, []byte("\n\n")) {
-		s.buf = append(s.buf, rec.Frame...)
-		return nil
+		return append(b, rec.Frame...)
 	}
 	data, err := thread.FrameData(rec.Frame)
 	if err != nil {
-		return nil // nothing a client could apply
+		return b
 	}
-	return s.event(data, recorder.Cursor{RunID: runID, Epoch: epoch, Seq: rec.Seq}.String())
+	out, err := sse.AppendEvent(b, sse.Event{ID: recorder.Cursor{RunID: runID, Epoch: epoch, Seq: rec.Seq}.String(), Data: data})
+	if err != nil {
+		return b
+	}
+	return out
 }
 
+// comment writes the heartbeat comment (live.Heartbeat, the one every stream uses).
 func (s *stream) comment() error {
-	s.buf = append(s.buf, ": ping\n\n"...)
+	s.buf = append(s.buf, live.Heartbeat...)
 	return s.flush()
 }
 
@@ -213,20 +219,64 @@ func cursorString(c recorder.Cursor) string {
 	return c.String()
 }
 
-// tail writes the run's events after afterSeq as they are stored, until the run ends, the
-// client goes or ctx ends. It returns io.EOF at the run's end.
+// tail writes the run's events after afterSeq live, until the run ends, the client goes or
+// ctx ends. It returns io.EOF at the run's end. The events come from the run's live hub
+// (package live): the pump's own when this process pumps the run, else the one store follower
+// this process shares among the run's attachers; the hub's bounds, heartbeat and slow-client
+// rule are the POSTing client's. Events the hub no longer keeps (a store that lagged the
+// pump by more than the hub's backlog) are read from the store first, so no event is missed
+// or repeated at the seam.
 // spans, when not nil, holds the ephemeral spans open at afterSeq that the prelude left out.
 func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSeq int64, spans *ephemeralSpans) (int64, error) {
-	if h.follower == nil {
+	o := live.Options{
+		QueueBytes:   h.cfg.ClientQueueBytes,
+		Heartbeat:    h.cfg.HeartbeatInterval,
+		WriteTimeout: h.cfg.WriteTimeout,
+		Gone:         ctx.Done(),
+	}
+	sub, gapEnd, release, err := h.threads.Live().Subscribe(run.ThreadID, run.RunID, afterSeq, o)
+	if errors.Is(err, live.ErrNoFollower) {
 		return afterSeq, problem.ErrLiveTailsUnsupported
 	}
-	sub, err := h.follower.Follow(ctx, run.ThreadID, run.RunID, afterSeq)
 	if err != nil {
-		return afterSeq, storeErr(err)
+		return afterSeq, err
+	}
+	defer release()
+	last := afterSeq
+	if gapEnd > afterSeq {
+		if last, err = h.catchUp(ctx, s, run, afterSeq, gapEnd, spans); err != nil {
+			return last, err
+		}
+	}
+	var buf []byte
+	err = sub.WriteTo(s.w, func(ev live.Event) ([]byte, bool) {
+		if ev.Seq <= last {
+			return nil, false // a comment, or never twice
+		}
+		last = ev.Seq
+		if ev.Type == "" || spans.skip(ev.Type) {
+			return nil, false // not a JSON event (recorded, not replayed), or the rest of a left-out span
+		}
+		buf = appendRecord(buf[:0], recorder.Event{Seq: ev.Seq, Type: ev.Type, Frame: ev.Frame}, run.RunID, run.Epoch)
+		// The run is over at its terminal event (the proxy ends every recorded run with one).
+		return buf, agui.IsTerminal(ev.Type)
+	})
+	return last, err
+}
+
+// catchUp writes the run's stored events in (after, until] with a store subscription: the
+// part of the seam the live hub no longer holds. It returns io.EOF when the run ended there.
+func (h *Handler) catchUp(ctx context.Context, s *stream, run recorder.Run, after, until int64, spans *ephemeralSpans) (int64, error) {
+	if h.follower == nil {
+		return after, problem.ErrLiveTailsUnsupported
+	}
+	sub, err := h.follower.Follow(ctx, run.ThreadID, run.RunID, after)
+	if err != nil {
+		return after, storeErr(err)
 	}
 	defer sub.Close()
-	last := afterSeq
-	for {
+	last := after
+	for last < until {
 		next, cancel := ctx, context.CancelFunc(func() {})
 		if h.cfg.HeartbeatInterval > 0 {
 			next, cancel = context.WithTimeout(ctx, h.cfg.HeartbeatInterval)
@@ -240,30 +290,24 @@ func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSe
 			}
 			last = ev.Seq
 			if ev.Type == "" || spans.skip(ev.Type) {
-				continue // not a JSON event (recorded, not replayed), or the rest of a left-out span
+				continue
 			}
-			if err := s.record(ev, run.RunID, run.Epoch); err != nil {
-				return last, err
-			}
+			s.buf = appendRecord(s.buf, ev, run.RunID, run.Epoch)
 			if err := s.flush(); err != nil {
 				return last, err
 			}
 			if agui.IsTerminal(ev.Type) {
-				// The run is over (the proxy ends every recorded run with one of these): end
-				// now rather than when the store notices the run stopped.
 				return last, io.EOF
 			}
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 			if err := s.comment(); err != nil {
 				return last, err
 			}
-			h.threads.ReapOrphan(ctx, run.ThreadID, run.RunID)
-		case errors.Is(err, io.EOF):
-			return last, io.EOF
 		default:
 			return last, err
 		}
 	}
+	return last, nil
 }
 
 // cursorFrom reads the client's position: the Last-Event-ID header (EventSource reconnects)

@@ -27,7 +27,7 @@ const (
 	DefaultMaxRunDuration        = time.Hour
 	DefaultUpstreamHeaderTimeout = time.Minute
 	DefaultUpstreamIdleTimeout   = 5 * time.Minute
-	DefaultClientQueueBytes      = 16 << 20
+	DefaultClientQueueBytes      = attach.DefaultClientQueueBytes
 	DefaultHeartbeatInterval     = attach.DefaultHeartbeatInterval
 	DefaultRoute                 = thread.DefaultRoute
 	DefaultBodyReadTimeout       = 30 * time.Second

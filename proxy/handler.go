@@ -109,6 +109,7 @@ func New(cfg Config) (*Handler, error) {
 			Logger:            cfg.Logger,
 			Prefix:            cfg.AttachPrefix,
 			HeartbeatInterval: cfg.HeartbeatInterval,
+			ClientQueueBytes:  cfg.ClientQueueBytes,
 			WriteTimeout:      cfg.AttachWriteTimeout,
 			Retry:             cfg.AttachRetry,
 			FollowPoll:        cfg.AttachFollowPoll,
@@ -313,7 +314,10 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	if rn.pumping.Load() {
 		// ReverseProxy wrote the headers and an empty body and is done with w: the stream is
 		// written from the subscription straight to the client.
-		err := rn.sub.writeTo(w)
+		err := http.NewResponseController(w).Flush() // the headers, at once
+		if err == nil {
+			err = rn.sub.WriteTo(w, nil)
+		}
 		rn.sub.Close()
 		if err != nil && !errors.Is(err, io.EOF) {
 			// Like ReverseProxy on a copy error: abort, so the client sees a broken stream
@@ -433,7 +437,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	rn.pumping.Store(true)
-	rn.release = h.threads.Pumping(rn.meta.ThreadID, rn.meta.RunID, func() { rn.cancel(thread.ErrStopped) })
+	rn.hub, rn.release = h.threads.Pumping(rn.meta.ThreadID, rn.meta.RunID, func() { rn.cancel(thread.ErrStopped) })
 	var clientGone <-chan struct{}
 	if in := inboundFrom(res.Request); in != nil {
 		clientGone = in.Done()

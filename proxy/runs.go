@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 	"github.com/agui-proxy/agui-proxy/thread"
@@ -61,10 +62,10 @@ type run struct {
 	clientCtx context.Context // the first client's request context (its end does not end the run)
 	// sub is the first client's subscription, set when the pump starts; serveRun writes it to
 	// the client once ReverseProxy has written the headers.
-	sub     *subscriber
+	sub     *live.Subscriber
 	pumping atomic.Bool // the upstream answered with an event stream and the pump started
 	cancel  context.CancelCauseFunc
-	bc      broadcast
+	hub     *live.Hub     // every event goes there once: the first client and the attachers here read it
 	done    chan struct{} // closed when the pump has finished, run recorded as ended
 	release func()        // unregisters the run from thread.Service.Pumping (nil before)
 
@@ -141,13 +142,9 @@ func (g *registry) cancelAll(cause error) {
 }
 
 // start hands the upstream body to a new pump goroutine and returns the first client's
-// subscription. The registry owns the goroutine: Handler.Shutdown waits for it.
-func (r *run) start(body io.ReadCloser, clientGone <-chan struct{}) *subscriber {
-	sub, _ := r.bc.subscribe(r.h.cfg.ClientQueueBytes, r.h.cfg.HeartbeatInterval, clientGone)
-	if m := r.h.metrics; m != nil {
-		sub.onRead = m.delivered
-		sub.onDrop = m.slowClient
-	}
+// subscription to the run's hub. The registry owns the goroutine: Handler.Shutdown waits for it.
+func (r *run) start(body io.ReadCloser, clientGone <-chan struct{}) *live.Subscriber {
+	sub, _ := r.hub.Subscribe(0, r.h.clientOptions(clientGone))
 	r.h.runs.wg.Add(1)
 	go r.pump(body)
 	return sub
@@ -193,7 +190,7 @@ func (r *run) pump(body io.ReadCloser) {
 		}
 		if !f.HasData {
 			// Comments, heartbeats, blank lines: forwarded as they are, not recorded.
-			r.bc.publish(append([]byte(nil), f.Raw...), 0)
+			r.hub.Publish(live.Event{Frame: append([]byte(nil), f.Raw...)})
 			continue
 		}
 		typ, ok := agui.EventType(f.Data)
@@ -238,11 +235,11 @@ func (r *run) pump(body io.ReadCloser) {
 				r.status = recorder.StatusError
 			}
 			r.settle()
-			r.bc.publish(out, r.seq)
-			r.bc.end() // the client's stream ends with the terminal event
+			r.hub.Publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
+			r.hub.End() // the clients' streams end with the terminal event
 			continue
 		}
-		r.bc.publish(out, r.seq)
+		r.hub.Publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
 	}
 	r.end(err)
 }
@@ -280,7 +277,7 @@ func (r *run) end(readErr error) {
 		outcome = detail
 	}
 	h.metrics.runEnded(outcome)
-	r.bc.end()
+	r.hub.End()
 	h.checkpoint(r.meta)
 	h.log.LogAttrs(context.Background(), slog.LevelInfo, "run ended",
 		slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
@@ -324,7 +321,7 @@ func (r *run) emitData(typ string, data []byte) error {
 	if typ == r.terminal {
 		r.settle()
 	}
-	r.bc.publish(out, r.seq)
+	r.hub.Publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
 	return nil
 }
 
@@ -375,4 +372,14 @@ func (r *run) record(typ string, frame []byte) error {
 		return err
 	}
 	return nil
+}
+
+// clientOptions are the bounds of a client reading a run's hub: the queue bound in bytes and
+// the heartbeat (attach applies the same to its attachers), and the delivery metrics.
+func (h *Handler) clientOptions(gone <-chan struct{}) live.Options {
+	o := live.Options{QueueBytes: h.cfg.ClientQueueBytes, Heartbeat: h.cfg.HeartbeatInterval, Gone: gone}
+	if m := h.metrics; m != nil {
+		o.OnWrite, o.OnDrop = m.delivered, m.slowClient
+	}
+	return o
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -51,6 +52,7 @@ type Service struct {
 	log    *slog.Logger
 	store  recorder.Store
 	leaser recorder.Leaser // nil when the store keeps no leases
+	live   *live.Registry  // the hubs of the running runs read in this process
 
 	mu      sync.Mutex
 	pumping map[runKey]func() // runs this process pumps: their cancel
@@ -74,8 +76,17 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, store: cfg.Store, pumping: map[runKey]func(){}}
 	s.leaser, _ = cfg.Store.(recorder.Leaser)
+	follower, _ := cfg.Store.(recorder.Follower)
+	s.live = live.NewRegistry(live.RegistryConfig{
+		Follower: follower,
+		OnQuiet:  func(ctx context.Context, threadID, runID string) { s.ReapOrphan(ctx, threadID, runID) },
+	})
 	return s, nil
 }
+
+// Live returns the registry of the live hubs: the hub of each run this process pumps (opened
+// by Pumping) and the shared followers of runs pumped elsewhere.
+func (s *Service) Live() *live.Registry { return s.live }
 
 // Store returns the store the Service reads and writes.
 func (s *Service) Store() recorder.Store { return s.store }
@@ -193,17 +204,20 @@ func (s *Service) StartRun(ctx context.Context, run recorder.Run) (recorder.Run,
 // ErrStopped is the cause a run's context is cancelled with when it is stopped on request.
 var ErrStopped = errors.New("the run was stopped on request")
 
-// Pumping registers a run this process pumps: Stop cancels it by calling cancel. Call release
-// when the pump ends.
-func (s *Service) Pumping(threadID, runID string, cancel func()) (release func()) {
+// Pumping registers a run this process pumps: Stop cancels it by calling cancel, and hub is the
+// live hub its pump publishes every event to (attachers in this process read it there). Call
+// hub.End when the run ended, then release when the pump ends.
+func (s *Service) Pumping(threadID, runID string, cancel func()) (hub *live.Hub, release func()) {
 	k := runKey{threadID, runID}
+	hub, closeHub := s.live.Open(threadID, runID)
 	s.mu.Lock()
 	s.pumping[k] = cancel
 	s.mu.Unlock()
-	return func() {
+	return hub, func() {
 		s.mu.Lock()
 		delete(s.pumping, k)
 		s.mu.Unlock()
+		closeHub()
 	}
 }
 

@@ -175,7 +175,7 @@ func TestStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := 0
-	release := s.Pumping("t", "r", func() { stopped++ })
+	_, release := s.Pumping("t", "r", func() { stopped++ })
 	if err := s.Stop(ctx, run); err != nil || stopped != 1 {
 		t.Fatalf("Stop of a local run = %v, cancelled %d times", err, stopped)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package live
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 // whole, in order, once each (the queue's two backing arrays swap under the writer), and the
 // write ends with io.EOF when the run ends.
 func TestSubscriberWriteTo(t *testing.T) {
-	var b broadcast
-	sub, _ := b.subscribe(1<<30, 0, nil)
+	b := NewHub(0)
+	sub, _ := b.Subscribe(0, Options{QueueBytes: 1 << 30})
 	var want bytes.Buffer
 	frames := make([][]byte, 5000)
 	for i := range frames {
@@ -24,35 +24,35 @@ func TestSubscriberWriteTo(t *testing.T) {
 	}
 	go func() {
 		for i, f := range frames {
-			b.publish(f, int64(i+1))
+			b.Publish(Event{Seq: int64(i + 1), Frame: f})
 			if i%3 == 0 {
 				runtime.Gosched() // let the writer find the queue empty now and then
 			}
 		}
-		b.end()
+		b.End()
 	}()
 	rec := httptest.NewRecorder()
-	if err := sub.writeTo(rec); !errors.Is(err, io.EOF) {
-		t.Fatalf("writeTo = %v, want io.EOF", err)
+	if err := sub.WriteTo(rec, nil); !errors.Is(err, io.EOF) {
+		t.Fatalf("WriteTo = %v, want io.EOF", err)
 	}
 	if !bytes.Equal(rec.Body.Bytes(), want.Bytes()) {
 		t.Errorf("client got %d bytes, want the %d bytes published in order", rec.Body.Len(), want.Len())
 	}
 	if !rec.Flushed {
-		t.Error("writeTo never flushed")
+		t.Error("WriteTo never flushed")
 	}
 }
 
 // TestSubscriberWriteToSlowClient: a client that lags past its queue limit is dropped with
-// errSlowClient; the publisher never waits.
+// ErrSlowClient; the publisher never waits.
 func TestSubscriberWriteToSlowClient(t *testing.T) {
-	var b broadcast
-	sub, _ := b.subscribe(100, 0, nil)
+	b := NewHub(0)
+	sub, _ := b.Subscribe(0, Options{QueueBytes: 100})
 	for i := range 10 {
-		b.publish(bytes.Repeat([]byte{'x'}, 30), int64(i+1)) // 300 bytes > 100: dropped
+		b.Publish(Event{Seq: int64(i + 1), Frame: bytes.Repeat([]byte{'x'}, 30)}) // 300 bytes > 100: dropped
 	}
-	if err := sub.writeTo(httptest.NewRecorder()); !errors.Is(err, errSlowClient) {
-		t.Errorf("writeTo = %v, want errSlowClient", err)
+	if err := sub.WriteTo(httptest.NewRecorder(), nil); !errors.Is(err, ErrSlowClient) {
+		t.Errorf("WriteTo = %v, want ErrSlowClient", err)
 	}
 }
 
@@ -80,21 +80,21 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 // dropped (a CI failure: the stream was cut right after RUN_STARTED).
 func TestSubscriberWriteToLargeFirstFrame(t *testing.T) {
 	const limit = 1000
-	var b broadcast
-	sub, _ := b.subscribe(limit, 0, nil)
+	b := NewHub(0)
+	sub, _ := b.Subscribe(0, Options{QueueBytes: limit})
 	first := bytes.Repeat([]byte{'x'}, limit)
-	b.publish(first, 1)
+	b.Publish(Event{Seq: 1, Frame: first})
 	w := &blockingWriter{ResponseRecorder: httptest.NewRecorder(), entered: make(chan struct{}), release: make(chan struct{})}
 	done := make(chan error, 1)
-	go func() { done <- sub.writeTo(w) }()
+	go func() { done <- sub.WriteTo(w, nil) }()
 	<-w.entered // the first frame is in flight
 	next := []byte("data: {\"type\":\"TEXT_MESSAGE_START\"}\n\n")
-	b.publish(next, 2)
-	b.publish(next, 3)
-	b.end()
+	b.Publish(Event{Seq: 2, Frame: next})
+	b.Publish(Event{Seq: 3, Frame: next})
+	b.End()
 	close(w.release)
 	if err := <-done; !errors.Is(err, io.EOF) {
-		t.Fatalf("writeTo = %v, want io.EOF (the client was dropped while reading the first frame)", err)
+		t.Fatalf("WriteTo = %v, want io.EOF (the client was dropped while reading the first frame)", err)
 	}
 	if want := len(first) + 2*len(next); w.Body.Len() != want {
 		t.Errorf("client got %d bytes, want %d", w.Body.Len(), want)

@@ -15,8 +15,11 @@ demo: build ## the demo agent on DEMO_LISTEN (:8000) and the proxy in front of i
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 	./scripts/fuzz.sh $(or $(FUZZTIME),30s)
 
+# Every package with a Benchmark function, found afresh so a new one cannot be left out.
+BENCH_PKGS = $(sort $(foreach f,$(shell grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Benchmark' .),./$(patsubst %/,%,$(dir $(patsubst ./%,%,$(f))))))
+
 bench: ## Go benchmarks of the hot paths (every package that has benchmarks)
-	$(GO) test -run '^$$' -bench . -benchmem ./sse ./agui ./compact ./recorder ./proxy ./attach ./cmd/agui-proxy
+	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_PKGS)
 
 clean:
 	rm -rf bin

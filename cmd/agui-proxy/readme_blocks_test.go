@@ -3,16 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
 )
 
 // readmeShellBlocks returns the ```sh blocks of README.md in order.
@@ -81,8 +84,14 @@ func TestREADMEShellBlocks(t *testing.T) {
 		t.Fatalf("serve: %v", err)
 	}
 
+	// The backup examples run agui-proxy export and import (this test binary, see TestCLIChild)
+	// against a private Redis in place of the README's.
+	redisSrv := redistest.Start(t)
+	binDir := cliOnPath(t)
+
 	var script strings.Builder
 	script.WriteString("set -eu\ncurl() { command curl --silent --show-error --fail-with-body --max-time 60 \"$@\"; }\n")
+	script.WriteString("export PATH=" + binDir + ":\"$PATH\"\n")
 	ran := 0
 	for _, b := range readmeShellBlocks(t) {
 		if startsProcess(b) {
@@ -92,7 +101,7 @@ func TestREADMEShellBlocks(t *testing.T) {
 			t.Errorf("README block talks to neither the demo nor a process it starts:\n%s", b)
 		}
 		script.WriteString("echo '>>> block'\n")
-		script.WriteString(strings.ReplaceAll(b, "127.0.0.1:8080", addr))
+		script.WriteString(strings.NewReplacer("127.0.0.1:8080", addr, readmeRedisURL, redisSrv.URL()).Replace(b))
 		script.WriteString("\n")
 		ran++
 	}
@@ -110,13 +119,22 @@ func TestREADMEShellBlocks(t *testing.T) {
 		t.Fatalf("README blocks failed: %v\nstderr:\n%s\nstdout:\n%s", err, errb.String(), tail(out.String()))
 	}
 	got := out.String()
+	// The backup examples moved the demo's threads into a disk store, then into Redis, and
+	// exported them again.
+	backup, _ := os.ReadFile(filepath.Join(cmd.Dir, "backup.ndjson"))
+	recent, _ := os.ReadFile(filepath.Join(cmd.Dir, "recent.ndjson"))
+	if n := bytes.Count(backup, []byte("\n")); n < 3 || bytes.Count(recent, []byte("\n")) != n {
+		t.Errorf("the backup examples exported %d threads from disk and %d from Redis, want the same, at least 3",
+			n, bytes.Count(recent, []byte("\n")))
+	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^id: r1:[0-9a-z]+:1$`),                         // the first run's ids
-		regexp.MustCompile(`(?m)^r2:[0-9a-z]+:3$`),                             // echo "$LAST"
-		regexp.MustCompile(`agui-proxy\.replay_complete`),                      // the thread attach
-		regexp.MustCompile(`"threadId":"t1","runId":"r1","status":"finished"`), // ?run=r1
-		regexp.MustCompile(`\{"runs":2,"threadId":"t1-copy"\}`),                // the import
-		regexp.MustCompile(`"runId":"r4","stopping":true`),                     // the stop answer
+		regexp.MustCompile(`(?m)^id: r1:[0-9a-z]+:1$`),                           // the first run's ids
+		regexp.MustCompile(`(?m)^r2:[0-9a-z]+:3$`),                               // echo "$LAST"
+		regexp.MustCompile(`agui-proxy\.replay_complete`),                        // the thread attach
+		regexp.MustCompile(`"threadId":"t1","runId":"r1","status":"finished"`),   // ?run=r1
+		regexp.MustCompile(`\{"runs":2,"threadId":"t1-copy"\}`),                  // the import
+		regexp.MustCompile(`"runId":"r4","stopping":true`),                       // the stop answer
+		regexp.MustCompile(`(?m)^line 1: thread "[^"]+": would import \d+ runs`), // the import dry run
 	} {
 		if !want.MatchString(got) {
 			t.Errorf("README output lacks %s\nstdout:\n%s", want, tail(got))
@@ -125,6 +143,37 @@ func TestREADMEShellBlocks(t *testing.T) {
 	if strings.Contains(got, "application/problem+json") || strings.Contains(got, `"code":"`) {
 		t.Errorf("a README example got a problem:\n%s", tail(got))
 	}
+}
+
+// readmeRedisURL is the Redis the README's backup examples name; the test gives them its own.
+const readmeRedisURL = "redis://127.0.0.1:6379/0"
+
+// cliChildEnv makes TestCLIChild run agui-proxy with the arguments after "--".
+const cliChildEnv = "AGUI_TEST_CLI_CHILD"
+
+// TestCLIChild is the agui-proxy command the README examples run (through cliOnPath): it runs
+// the command line after "--" and exits with its status.
+func TestCLIChild(t *testing.T) {
+	if os.Getenv(cliChildEnv) == "" {
+		t.Skip("run by TestREADMEShellBlocks")
+	}
+	os.Exit(run(flag.Args(), os.Stdin, os.Stdout, os.Stderr))
+}
+
+// cliOnPath returns a directory holding an agui-proxy script that runs this test binary as
+// the command (TestCLIChild).
+func cliOnPath(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := "#!/bin/sh\n" + cliChildEnv + "=1 exec '" + self + "' -test.run='^TestCLIChild$' -- \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "agui-proxy"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func tail(s string) string {

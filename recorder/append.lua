@@ -14,6 +14,9 @@
 -- run's "last" are skipped, so a retried batch never duplicates), and 1 when the run's metadata
 -- was missing and had to be re-created (a data loss), else 0. stored is -1 when the run hash
 -- holds another epoch: the id now names another run, and these events are not its.
+-- When events were added it ends with a sharded publish of the last seq on the channel named
+-- like KEYS[4] (the live tail on Redis Cluster listens there; pcall: a server without
+-- SPUBLISH, Redis 6, just has no tail notification).
 local epoch = redis.call('HGET', KEYS[3], 'epoch')
 local last = 0
 local gaps = ''
@@ -72,5 +75,8 @@ if ttl > 0 then
   for i = 1, 4 do
     redis.call('PEXPIRE', KEYS[i], ttl)
   end
+end
+if stored > 0 then
+  redis.pcall('SPUBLISH', KEYS[4], string.format('%d', last))
 end
 return {stored, recreated}

@@ -142,15 +142,21 @@
 // fails, the tail backs off and reconnects to the new master, and the followers resume from
 // their positions.
 //
-// On Redis Cluster one XREAD may only name keys of one hash slot, even on one node, and a
-// blocking XREAD holds its connection, so the tail's client is a ClusterClient and each
-// round is one pipeline of non-blocking XREADs, one per followed slot (all the followed
-// streams of that slot in it); go-redis sends the part for each master on one connection to
-// it, in parallel, and follows MOVED and ASK (slot migration, failover) after reloading its
-// slot map. A round that returned nothing is followed by a pause of FollowPoll (cut short
-// when a stream joins). The seam is the same: each round reads every stream from the lowest
-// position of its followers. An idle tail costs one XREAD per followed slot per FollowPoll;
-// a live event reaches followers within FollowPoll plus one round trip.
+// On Redis Cluster one XREAD may only name keys of one hash slot, even on one node, so the
+// tail cannot block in one XREAD there. append.lua and finish_run.lua end with a sharded
+// publish (SPUBLISH) on a channel named like the run's stream key, and the tail holds one
+// subscriber connection per master node, SSUBSCRIBEd to the followed streams that node owns:
+// the node's one blocking reader. A message marks its stream due; each round reads the due
+// streams with one pipeline of non-blocking XREADs, one per slot, from the lowest position of
+// their followers (go-redis sends each master its part on one pooled connection and follows
+// MOVED and ASK), so the seam is the same as on one server, and an idle tail reads nothing.
+// Streams are regrouped (unsubscribed from the old node, subscribed on the new, read once)
+// when a subscriber connection fails, when the server ends a subscription because its slot
+// moved, after a read error, and every FollowBlock from the slot map; a notification missed
+// meanwhile is caught by the quiet runs' status read (stored last seq beyond the followers'
+// position: read again). Servers without sharded pub/sub (Redis 6) make the tail read every
+// followed stream each round, pausing FollowPoll after an empty one. Per master: one
+// subscriber connection plus at most two pooled ones, however many streams are followed.
 //
 // # Disk store
 //

@@ -23,9 +23,10 @@ const failoverRuns = 6
 // runs and checks what a client could see: the follower on b got every run's events in order
 // without duplicates, ending with io.EOF; every event the producer passed on (in async mode a
 // client saw it at once) is stored or inside a recorded gap; the gaps are exactly what the
-// failover lost. It returns the time from kill until the first run stored an event written
+// failover lost. during, when set, runs once recording resumed, while the runs still stream
+// and are followed. It returns the time from kill until the first run stored an event written
 // after it, and the number of events lost.
-func failoverScenario(t *testing.T, a, b *recorder.RedisStore, kill func(thread string)) (resume time.Duration, lost int64) {
+func failoverScenario(t *testing.T, a, b *recorder.RedisStore, kill func(thread string), during func(runs []recorder.Run)) (resume time.Duration, lost int64) {
 	ctx := t.Context()
 	w := newTestWriter(t, a, recorder.WriterConfig{RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond, FullWait: -1})
 	runs := make([]recorder.Run, failoverRuns)
@@ -109,6 +110,9 @@ func failoverScenario(t *testing.T, a, b *recorder.RedisStore, kill func(thread 
 		}
 		return false
 	})
+	if during != nil {
+		during(runs)
+	}
 	time.Sleep(200 * time.Millisecond) // a little more streaming after the recovery
 	close(stop)
 	pwg.Wait()
@@ -187,8 +191,10 @@ func failoverScenario(t *testing.T, a, b *recorder.RedisStore, kill func(thread 
 }
 
 // TestFaultClusterMasterKilled kills the master holding a streaming run's thread in a
-// 3+3 cluster: its replica is promoted, recording resumes, a follower on another store sees
-// every run through, and whatever the dead master had not replicated is a recorded gap.
+// 3+3 cluster: its replica is promoted, recording resumes, the follower's tail moves its
+// subscriptions to the promoted master (one subscriber connection per master again), a
+// follower on another store sees every run through, and whatever the dead master had not
+// replicated is a recorded gap.
 func TestFaultClusterMasterKilled(t *testing.T) {
 	c := redistest.StartCluster(t)
 	prefix := uniquePrefix()
@@ -200,7 +206,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Kill()
-	})
+	}, func(runs []recorder.Run) { waitBells(t, c, prefix, runs) })
 }
 
 // TestFaultSentinelFailover kills the master of a Sentinel setup mid-run: the sentinels
@@ -217,13 +223,14 @@ func TestFaultSentinelFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Kill()
-	})
+	}, nil)
 }
 
 // TestClusterSlotMigrationDuringTail moves the slot of a followed, streaming run to another
 // master (CLUSTER SETSLOT MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE) while events keep
-// arriving: the writer follows MOVED/ASK and the follower on another store gets every event
-// once, in order, to the end.
+// arriving: the writer follows MOVED/ASK, the follower's tail moves the run's subscription to
+// the new owner, and the follower on another store gets every event once, in order, to the
+// end.
 func TestClusterSlotMigrationDuringTail(t *testing.T) {
 	c := redistest.SharedCluster(t)
 	ctx := t.Context()
@@ -284,6 +291,7 @@ func TestClusterSlotMigrationDuringTail(t *testing.T) {
 	if err := c.MigrateSlot(ctx, slot, dst, func() { produce(100) }); err != nil {
 		t.Fatalf("migrating slot %d: %v", slot, err)
 	}
+	waitBells(t, c, prefix, []recorder.Run{r})
 	produce(100)
 	w.Finish(r, recorder.StatusFinished, "", seq)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)

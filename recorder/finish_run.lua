@@ -10,6 +10,9 @@
 -- Errors: NORUN when the run hash is missing (the caller may re-create it with append.lua).
 -- On success the TTL of every key of the thread is refreshed, so a thread and all its runs
 -- live at least TTL after its last finished run. Returns the number of gap ranges added.
+-- Ends with a sharded publish of "end" on the channel named like KEYS[4] (the live tail on
+-- Redis Cluster listens there; pcall: a server without SPUBLISH, Redis 6, just has no tail
+-- notification).
 if redis.call('EXISTS', KEYS[3]) == 0 then
   return redis.error_reply('NORUN run not found')
 end
@@ -39,4 +42,5 @@ if ttl > 0 then
     redis.call('PEXPIRE', ARGV[6] .. 'checkpoint:' .. id, ttl)
   end
 end
+redis.pcall('SPUBLISH', KEYS[4], 'end')
 return added

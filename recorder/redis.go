@@ -129,10 +129,11 @@ type RedisConfig struct {
 	// stays quiet before its status is read to notice its end. Zero, or more than
 	// DefaultFollowBlock: DefaultFollowBlock.
 	FollowBlock time.Duration
-	// FollowPoll is, on Redis Cluster only, the pause of the live tail after a read that
-	// returned nothing (XREAD cannot block across slots there; see Follow). It bounds the
-	// delay of a live event to a follower and sets the idle cost: one XREAD per followed hash
-	// slot per FollowPoll. Zero, or more than FollowBlock: DefaultFollowPoll.
+	// FollowPoll is, on a Redis Cluster whose servers lack sharded pub/sub (Redis 6) only,
+	// the pause of the live tail after a read that returned nothing: there the tail reads
+	// every followed stream each round (one XREAD per followed hash slot per FollowPoll)
+	// instead of waiting for notifications (see Follow). Zero, or more than FollowBlock:
+	// DefaultFollowPoll.
 	FollowPoll time.Duration
 }
 

@@ -20,8 +20,9 @@ const (
 	// longest a new follower of a stream nobody else follows waits for its first live event
 	// when the wake-up (CLIENT UNBLOCK) races with the read.
 	DefaultFollowBlock = time.Second
-	// DefaultFollowPoll is RedisConfig.FollowPoll's default: on Redis Cluster a live event
-	// reaches a follower at most this long after it was stored (plus the read itself).
+	// DefaultFollowPoll is RedisConfig.FollowPoll's default: on a Redis Cluster without
+	// sharded pub/sub a live event reaches a follower at most this long after it was stored
+	// (plus the read itself).
 	DefaultFollowPoll = 10 * time.Millisecond
 	// tailGrace is added to the block for the socket deadline of the XREAD, so a Redis that
 	// stops answering (frozen, network down) is noticed after block+tailGrace.
@@ -59,9 +60,10 @@ func tailOptions(o redis.Options) redis.Options {
 // Follow implements Follower. It reads the stored events after afterSeq with XRANGE on the
 // reader pool (in pages of at most followPage; later pages are read by Next), then joins the
 // store's one tail goroutine at the last seq it read. That goroutine reads every followed
-// stream with one XREAD BLOCK (finite) on its own connection and hands each entry to every
-// follower whose position is below it, so no event is lost or repeated between the catch-up
-// and the live part. A followed run that stays quiet for FollowBlock has its metadata read:
+// stream with one XREAD BLOCK (finite) on its own connection (on Redis Cluster: the streams
+// a subscriber connection per master announced, with non-blocking XREADs; see the package
+// documentation) and hands each entry to every follower whose position is below it, so no
+// event is lost or repeated between the catch-up and the live part. A followed run that stays quiet for FollowBlock has its metadata read:
 // not running and nothing left to deliver ends the subscription with io.EOF; metadata gone,
 // replaced (another epoch) or events lost end it with an error wrapping ErrRunNotFound.
 // While Redis is unreachable the tail retries with backoff and followers keep waiting.
@@ -309,19 +311,25 @@ func (sub *redisSub) Close() error {
 
 // tailer is a RedisStore's one live reader: a goroutine blocked in XREAD over every stream
 // that has followers, fanning entries out to their queues. On Redis Cluster (cc set, c nil)
-// it cannot block: see readCluster.
+// it blocks in one subscriber connection per master instead: see redis_follow_cluster.go.
 type tailer struct {
 	s     *RedisStore
 	c     *redis.Client        // single server or Sentinel
 	cc    *redis.ClusterClient // Cluster
 	block time.Duration
-	poll  time.Duration // Cluster: the pause after a read that returned nothing
+	poll  time.Duration // Cluster without sharded pub/sub: the pause after an empty read
 
 	mu        sync.Mutex
 	streams   map[string]*tailStream // by events key
 	inflight  map[string]int64       // the position each stream is being read from (nil between reads)
 	unblocked bool                   // a CLIENT UNBLOCK was sent during the current read
 	wakeup    chan struct{}          // buffered 1: a stream joined while none was followed
+
+	// Cluster only (redis_follow_cluster.go), guarded by mu.
+	bells   map[string]*bell // by master address
+	due     map[string]bool  // events keys to read in the next round
+	regroup bool             // re-check every stream's master before the next round
+	noBells bool             // the servers lack SSUBSCRIBE: every stream is read every round
 
 	connID atomic.Int64 // CLIENT ID of the connection in XREAD (0: none)
 	stop   chan struct{}
@@ -335,6 +343,8 @@ type tailStream struct {
 	subs            map[*redisSub]struct{}
 	lastEvent       time.Time // last time entries arrived
 	lastCheck       time.Time // last metadata read (zero: due now)
+	slot            uint16    // Cluster: the hash slot of k.events
+	bell            *bell     // Cluster: the subscriber connection it is subscribed on (nil: none)
 }
 
 func newTailer(s *RedisStore) *tailer {
@@ -342,14 +352,16 @@ func newTailer(s *RedisStore) *tailer {
 		s: s, block: s.followBlock, poll: s.followPoll,
 		streams: map[string]*tailStream{}, wakeup: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
+		bells: map[string]*bell{}, due: map[string]bool{},
 	}
 	switch c := s.spec.client(s.tailOpts).(type) {
 	case *redis.ClusterClient:
 		t.cc = c
+		go t.runCluster()
 	case *redis.Client:
 		t.c = c
+		go t.run()
 	}
-	go t.run()
 	return t
 }
 
@@ -359,7 +371,7 @@ func (t *tailer) add(sub *redisSub) {
 	t.mu.Lock()
 	ts := t.streams[sub.k.events]
 	if ts == nil {
-		ts = &tailStream{threadID: sub.threadID, runID: sub.runID, k: sub.k, subs: map[*redisSub]struct{}{}}
+		ts = &tailStream{threadID: sub.threadID, runID: sub.runID, k: sub.k, subs: map[*redisSub]struct{}{}, slot: keySlot(sub.k.events)}
 		t.streams[sub.k.events] = ts
 	}
 	sub.mu.Lock()
@@ -379,6 +391,9 @@ func (t *tailer) add(sub *redisSub) {
 	sub.mu.Unlock()
 	ts.subs[sub] = struct{}{}
 	ts.lastCheck = time.Time{} // read the run's status soon: it may have ended already
+	if t.cc != nil {
+		t.due[sub.k.events] = true // the next round reads it from this follower's position
+	}
 	sp, reading := t.inflight[sub.k.events]
 	unblock := t.inflight != nil && (!reading || fed < sp) && !t.unblocked
 	if unblock {
@@ -454,7 +469,7 @@ func (t *tailer) stopping() bool {
 	}
 }
 
-// run is the tail loop: snapshot the followed streams, XREAD them from the lowest position
+// run is the tail loop on a single server or Sentinel: snapshot the followed streams, XREAD them from the lowest position
 // of their followers, hand the entries out, read the status of quiet runs; on a Redis error
 // drop the connection and retry with backoff.
 func (t *tailer) run() {
@@ -497,37 +512,28 @@ func (t *tailer) run() {
 				return
 			}
 		}
-		var res []redis.XStream
-		var cmd tailCmdable
-		var err error
-		if t.cc != nil {
-			cmd = t.cc
-			res, err = t.readCluster(keys, sps)
-		} else {
-			if conn == nil {
-				conn = t.c.Conn()
-				ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
-				id, err := conn.ClientID(ctx).Result()
-				cancel()
-				if err != nil {
-					t.endRead()
-					if !fail(err) {
-						return
-					}
-					continue
-				}
-				t.connID.Store(id)
-			}
-			cmd = conn
-			args := make([]string, 0, 2*len(keys))
-			args = append(args, keys...)
-			for _, k := range keys {
-				args = append(args, seqID(sps[k]))
-			}
+		if conn == nil {
+			conn = t.c.Conn()
 			ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
-			res, err = conn.XRead(ctx, &redis.XReadArgs{Streams: args, Count: tailReadCount, Block: t.block}).Result()
+			id, err := conn.ClientID(ctx).Result()
 			cancel()
+			if err != nil {
+				t.endRead()
+				if !fail(err) {
+					return
+				}
+				continue
+			}
+			t.connID.Store(id)
 		}
+		args := make([]string, 0, 2*len(keys))
+		args = append(args, keys...)
+		for _, k := range keys {
+			args = append(args, seqID(sps[k]))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
+		res, err := conn.XRead(ctx, &redis.XReadArgs{Streams: args, Count: tailReadCount, Block: t.block}).Result()
+		cancel()
 		t.endRead()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			if !fail(err) {
@@ -535,13 +541,13 @@ func (t *tailer) run() {
 			}
 			continue
 		}
-		if err := t.dispatch(cmd, res, sps); err != nil {
+		if err := t.dispatch(conn, res, sps); err != nil {
 			if !fail(err) {
 				return
 			}
 			continue
 		}
-		if err := t.checkQuiet(cmd); err != nil {
+		if err := t.checkQuiet(conn); err != nil {
 			if !fail(err) {
 				return
 			}
@@ -552,9 +558,6 @@ func (t *tailer) run() {
 			failing = false
 		}
 		backoff = 0
-		if t.cc != nil && len(res) == 0 && !t.pause() {
-			return
-		}
 	}
 }
 
@@ -576,51 +579,6 @@ func (t *tailer) pause() bool {
 		return false
 	}
 	return true
-}
-
-// readCluster reads the followed streams on Redis Cluster. One XREAD may only name keys of
-// one hash slot (CROSSSLOT otherwise, even when one node owns all of them), and a blocking
-// XREAD holds its connection, so the tail groups the streams by slot and sends one
-// non-blocking XREAD per slot, all in one pipeline: go-redis splits it by the master that
-// owns each slot and sends the parts to the masters in parallel, one connection each, and
-// follows MOVED and ASK replies (slot migrations, failovers) with a reload of its slot map.
-// A read that returns nothing is followed by a pause of FollowPoll (cut short when a stream
-// joins), so an idle tail costs one command per followed slot per FollowPoll.
-func (t *tailer) readCluster(keys []string, sps map[string]int64) ([]redis.XStream, error) {
-	groups := map[uint16][]string{}
-	for _, k := range keys {
-		slot := keySlot(k)
-		groups[slot] = append(groups[slot], k)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
-	defer cancel()
-	cmds := make([]*redis.XStreamSliceCmd, 0, len(groups))
-	_, err := t.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, g := range groups {
-			args := make([]string, 0, 2*len(g))
-			args = append(args, g...)
-			for _, k := range g {
-				args = append(args, seqID(sps[k]))
-			}
-			cmds = append(cmds, p.XRead(ctx, &redis.XReadArgs{Streams: args, Count: tailReadCount, Block: -1}))
-		}
-		return nil
-	})
-	var res []redis.XStream
-	for _, c := range cmds {
-		switch cerr := c.Err(); {
-		case cerr == nil:
-			res = append(res, c.Val()...)
-		case !errors.Is(cerr, redis.Nil):
-			t.cc.ReloadState(ctx)
-			return nil, cerr
-		}
-	}
-	if err != nil && !errors.Is(err, redis.Nil) {
-		t.cc.ReloadState(ctx)
-		return nil, err
-	}
-	return res, nil
 }
 
 // snapshot returns the followed streams and, for each, the lowest position of its followers
@@ -826,6 +784,10 @@ func (t *tailer) checkQuiet(conn tailCmdable) error {
 				t.end(sub, fmt.Errorf("events of run %q in thread %q were lost while followed: %w", ts.runID, ts.threadID, ErrRunNotFound))
 			case status != StatusRunning && fed >= last:
 				t.end(sub, io.EOF)
+			case t.cc != nil && last > fed:
+				// Stored beyond what this follower got, and quiet: on Cluster a notification
+				// can be missed while a slot moves; read the stream again.
+				t.due[ts.k.events] = true
 			}
 		}
 	}

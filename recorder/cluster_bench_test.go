@@ -6,9 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkRedisAppendWait measures one Append of one event (the Sync durability path) on a
@@ -145,4 +147,71 @@ func BenchmarkRedisMemoryPerThread(b *testing.B) {
 	b.ReportMetric(per, "bytes/thread")
 	b.ReportMetric(per/events, "bytes/event")
 	b.ReportMetric(float64(frame), "frame-bytes")
+}
+
+// BenchmarkRedisTailIdle reports what an idle live tail costs the servers: 200 streams
+// followed on a second store while nothing is written, and the commands the masters processed
+// (INFO stats total_commands_processed, summed) over two seconds, per second. Single server vs
+// 3-master cluster. One iteration is one two-second window.
+func BenchmarkRedisTailIdle(b *testing.B) {
+	for _, topo := range []string{"single", "cluster"} {
+		b.Run(topo, func(b *testing.B) {
+			var cfg recorder.RedisConfig
+			var addrs []string
+			if topo == "single" {
+				srv := redistest.Start(b)
+				cfg.URL, addrs = srv.URL(), []string{srv.Addr()}
+			} else {
+				c := redistest.SharedCluster(b)
+				cfg.ClusterAddrs = c.Addrs()
+				ms, err := c.Masters(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, m := range ms {
+					addrs = append(addrs, m.Addr())
+				}
+			}
+			cfg.Prefix = uniquePrefix()
+			w, f := newRedisStore(b, cfg), newRedisStore(b, cfg)
+			ctx := context.Background()
+			const streams = 200
+			for i := range streams {
+				r := testRun(fmt.Sprintf("idle-%d", i), "r")
+				if _, err := w.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				sub, err := f.Follow(ctx, r.ThreadID, "r", 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { sub.Close() })
+			}
+			total := func() int64 {
+				var n int64
+				for _, a := range addrs {
+					cl := redis.NewClient(&redis.Options{Addr: a})
+					v, err := cl.InfoMap(ctx, "stats").Result()
+					cl.Close()
+					if err != nil {
+						b.Fatal(err)
+					}
+					var x int64
+					fmt.Sscan(v["Stats"]["total_commands_processed"], &x)
+					n += x
+				}
+				return n
+			}
+			time.Sleep(2 * time.Second) // joins and first status reads settle
+			b.ResetTimer()
+			var cmds int64
+			for range b.N {
+				before := total()
+				time.Sleep(2 * time.Second)
+				cmds += total() - before - int64(len(addrs)) // minus the INFO itself
+			}
+			b.ReportMetric(float64(cmds)/(2*float64(b.N)), "cmds/s")
+			b.ReportMetric(float64(cmds)/(2*float64(b.N))/streams, "cmds/s/stream")
+		})
+	}
 }

@@ -221,7 +221,7 @@ func (t *tailer) runCluster() {
 				}
 			}
 		}
-		if time.Since(lastQuiet) >= t.block/2 || t.endDue() {
+		if time.Since(lastQuiet) >= t.block || t.endDue() {
 			if err := t.checkQuiet(t.cc); err != nil {
 				if !fail(err) {
 					return
@@ -245,7 +245,7 @@ func (t *tailer) runCluster() {
 				return
 			}
 		case idle:
-			wait := max(t.block/2-time.Since(lastQuiet), time.Millisecond)
+			wait := max(t.block-time.Since(lastQuiet), time.Millisecond)
 			timer := time.NewTimer(wait)
 			select {
 			case <-t.wakeup:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,14 +12,28 @@ import (
 
 // storeCollector exports the store's sizes (recorder.StatsReporter), read once per scrape.
 type storeCollector struct {
-	store                         recorder.StatsReporter
-	bytes, checkpoints, evictions *prometheus.Desc
+	store                                  recorder.StatsReporter
+	bytes, checkpoints, evictions, threads *prometheus.Desc
+	// scanned counts the threads of a store that cannot count them cheaply (Redis).
+	scanned *scanCounter
 }
+
+// threadScanEvery is how often, at most, the threads of a Redis store are counted (a SCAN of
+// the keyspace, in the background): the gauge shows the last count.
+const threadScanEvery = 5 * time.Minute
 
 func newStoreCollector(s recorder.StatsReporter) *storeCollector {
 	const ns = "agui_proxy"
+	var scanned *scanCounter
+	if sc, ok := s.(recorder.ThreadScanner); ok {
+		scanned = &scanCounter{scanner: sc, every: threadScanEvery, count: -1}
+	}
 	return &storeCollector{
-		store: s,
+		store:   s,
+		scanned: scanned,
+		threads: prometheus.NewDesc(ns+"_store_threads",
+			"Threads the store holds, every owner and route (the thread indexes' size): memory and disk at each scrape; Redis counted by a background SCAN at most every 5 minutes (the last count).",
+			[]string{"store"}, nil),
 		bytes: prometheus.NewDesc(ns+"_store_bytes",
 			"What the store holds, by store kind: memory, the accounted size (AGUI_MEMORY_MAX_BYTES bounds it); disk, the file size; redis, the server's used_memory.",
 			[]string{"store"}, nil),
@@ -34,6 +49,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.bytes
 	ch <- c.checkpoints
 	ch <- c.evictions
+	ch <- c.threads
 }
 
 // Collect implements prometheus.Collector. A store that does not answer within a second
@@ -53,5 +69,49 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st.Kind == "memory" {
 		ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(st.Evictions), st.Kind)
+	}
+	threads := st.Threads
+	if threads < 0 && c.scanned != nil {
+		threads = c.scanned.value()
+	}
+	if threads >= 0 {
+		ch <- prometheus.MustNewConstMetric(c.threads, prometheus.GaugeValue, float64(threads), st.Kind)
+	}
+}
+
+// scanCounter counts a store's threads with a scan in the background, at most once per
+// every, and answers the last completed count (-1 before the first). The scan goroutine is
+// bounded by every (and ends at once when the store is closed).
+type scanCounter struct {
+	scanner recorder.ThreadScanner
+	every   time.Duration
+
+	mu      sync.Mutex
+	count   int64
+	started time.Time // of the last scan
+	running bool
+}
+
+// value starts a scan when the last one is older than every, and returns the last count.
+func (c *scanCounter) value() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running && (c.started.IsZero() || time.Since(c.started) >= c.every) {
+		c.running, c.started = true, time.Now()
+		go c.scan()
+	}
+	return c.count
+}
+
+func (c *scanCounter) scan() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.every)
+	defer cancel()
+	var n int64
+	err := c.scanner.ScanThreads(ctx, func(string) error { n++; return nil })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running = false
+	if err == nil {
+		c.count = n
 	}
 }

@@ -44,14 +44,16 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	chain, err := h.threads.Lineage(ctx, th.ID, head.RunID)
-	if err != nil {
-		writeErr(w, r, h.log, storeErr(err))
-		return
-	}
 	s := newStream(w, h.cfg.WriteTimeout)
 	var failed string
 	if hasCursor {
+		// The lineage only for a cursor: without one the prelude reads the head's checkpoint,
+		// and a walk up a long thread would cost one store read per run.
+		chain, err := h.threads.Lineage(ctx, th.ID, head.RunID)
+		if err != nil {
+			writeErr(w, r, h.log, storeErr(err))
+			return
+		}
 		idx := -1
 		for i, run := range chain {
 			if run.RunID == cursor.RunID {

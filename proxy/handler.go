@@ -282,7 +282,11 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	parent := meta.ParentRunID
 	sctx, scancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 	defer scancel()
-	known, err := h.threads.MessageIDs(sctx, in.ThreadID, parent)
+	sent := make([]string, len(in.Messages))
+	for i, m := range in.Messages {
+		sent[i] = agui.MessageID(m)
+	}
+	known, err := h.threads.KnownMessageIDs(sctx, in.ThreadID, parent, sent)
 	if err != nil {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "could not read the thread history; RUN_STARTED.input keeps every message",
 			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))

@@ -3,10 +3,8 @@ package thread
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/agui-proxy/agui-proxy/compact"
@@ -16,20 +14,6 @@ import (
 
 // maxLineageRuns bounds the walk up a run's ancestors.
 const maxLineageRuns = 100000
-
-// checkpointVersion is the format version of stored checkpoints.
-const checkpointVersion = 1
-
-// checkpoint is what the store keeps for an ended run: the compacted events of its whole
-// branch, root to this run, so a prelude costs one checkpoint plus the events after it.
-type checkpoint struct {
-	V      int               `json:"v"`
-	Events []json.RawMessage `json:"events"`
-	// MessageIDs are the ids of the messages a client holds after replaying Events, sorted:
-	// a run start reads them instead of parsing and replaying the events. Checkpoints written
-	// before the field existed lack it; their readers replay the events as before.
-	MessageIDs *[]string `json:"messageIds,omitempty"`
-}
 
 // Lineage returns the runs from the thread's root to runID, following parentRunId.
 func (s *Service) Lineage(ctx context.Context, threadID, runID string) ([]recorder.Run, error) {
@@ -107,45 +91,66 @@ func FrameData(frame []byte) ([]byte, error) {
 
 // Branch returns the compacted events of the branch from the root through runID, which
 // must have ended: from runID's checkpoint, or computed from the nearest ancestor checkpoint
-// and stored for next time. "" returns nothing.
+// (walking up only as far as it) and stored for next time. "" returns nothing.
 func (s *Service) Branch(ctx context.Context, threadID, runID string) ([]compact.Event, error) {
+	b, err := s.branch(ctx, threadID, runID)
+	if b == nil || err != nil {
+		return nil, err
+	}
+	return b.events, nil
+}
+
+func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBranch, error) {
 	if runID == "" {
 		return nil, nil
 	}
-	// The run's own checkpoint first: one read, without walking the lineage.
-	cp, err := s.loadCheckpoint(ctx, threadID, runID)
-	if err == nil {
-		return cp, nil
-	}
-	if !errors.Is(err, recorder.ErrNotFound) {
-		s.log.Warn("ignoring an unreadable checkpoint", "thread_id", threadID, "run_id", runID, "err", err)
-	}
-	chain, err := s.Lineage(ctx, threadID, runID)
-	if err != nil {
-		return nil, err
-	}
-	// Find the latest ancestor that has a checkpoint.
-	var base []compact.Event
-	start := 0
-	for i := len(chain) - 2; i >= 0; i-- {
-		cp, err := s.loadCheckpoint(ctx, threadID, chain[i].RunID)
+	// The run's own checkpoint first: usually one or two reads; else up the lineage to the
+	// nearest ancestor with one.
+	var chain []recorder.Run
+	var base *loadedBranch
+	for id := runID; id != ""; {
+		b, err := s.loadBranch(ctx, threadID, id)
 		if err == nil {
-			base, start = cp, i+1
+			base = b
 			break
 		}
 		if !errors.Is(err, recorder.ErrNotFound) {
-			s.log.Warn("ignoring an unreadable checkpoint", "thread_id", threadID, "run_id", chain[i].RunID, "err", err)
+			if !errors.Is(err, errCorruptCheckpoint) {
+				return nil, err
+			}
+			s.log.Warn("rebuilding an unreadable checkpoint from the events", "thread_id", threadID, "run_id", id, "err", err)
 		}
+		if len(chain) == maxLineageRuns {
+			return nil, fmt.Errorf("lineage of run %q is longer than %d runs", runID, maxLineageRuns)
+		}
+		r, err := s.store.Run(ctx, threadID, id)
+		if err != nil {
+			return nil, fmt.Errorf("reading run %q: %w", id, err)
+		}
+		chain = append(chain, r)
+		id = r.ParentRunID
 	}
-	for _, r := range chain[start:] {
+	slices.Reverse(chain)
+	parentRun := ""
+	if len(chain) > 0 {
+		parentRun = chain[0].ParentRunID
+	}
+	for _, r := range chain {
 		evs, _, err := s.RunEvents(ctx, threadID, r.RunID, 0, -1)
 		if err != nil {
 			return nil, err
 		}
-		base = s.Compact(append(base, evs...))
-		if r.Status != recorder.StatusRunning {
-			s.storeCheckpoint(ctx, threadID, r.RunID, base)
+		var events []compact.Event
+		if base != nil {
+			events = slices.Clip(base.events)
 		}
+		events = s.Compact(append(events, evs...))
+		if r.Status == recorder.StatusRunning {
+			base = &loadedBranch{events: events, flat: flatten(events)}
+		} else {
+			base = s.storeCheckpoint(ctx, threadID, r.RunID, events, base, parentRun)
+		}
+		parentRun = r.RunID
 	}
 	return base, nil
 }
@@ -167,44 +172,6 @@ func (s *Service) Compact(events []compact.Event) []compact.Event {
 	return out
 }
 
-func (s *Service) loadCheckpoint(ctx context.Context, threadID, runID string) ([]compact.Event, error) {
-	data, err := s.store.Checkpoint(ctx, threadID, runID)
-	if err != nil {
-		return nil, err
-	}
-	var cp checkpoint
-	if err := json.Unmarshal(data, &cp); err != nil || cp.V != checkpointVersion {
-		return nil, fmt.Errorf("checkpoint of run %q has an unknown format", runID)
-	}
-	events := make([]compact.Event, 0, len(cp.Events))
-	for _, raw := range cp.Events {
-		ev, err := compact.ParseEvent(raw)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint of run %q: %w", runID, err)
-		}
-		events = append(events, ev)
-	}
-	return events, nil
-}
-
-func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, events []compact.Event) {
-	cp := checkpoint{V: checkpointVersion, Events: make([]json.RawMessage, len(events))}
-	for i, e := range events {
-		cp.Events[i] = e.Raw
-	}
-	if known, err := messageIDs(events); err == nil {
-		ids := slices.Sorted(maps.Keys(known))
-		cp.MessageIDs = &ids
-	}
-	data, err := json.Marshal(cp)
-	if err == nil {
-		err = s.store.PutCheckpoint(ctx, threadID, runID, data)
-	}
-	if err != nil {
-		s.log.Warn("could not store a checkpoint", "thread_id", threadID, "run_id", runID, "err", err)
-	}
-}
-
 // Checkpoint computes and stores the checkpoint of an ended run (the proxy calls it when a
 // run ends, so the next prelude or run start reads one checkpoint instead of the whole
 // branch).
@@ -214,35 +181,17 @@ func (s *Service) Checkpoint(ctx context.Context, threadID, runID string) error 
 }
 
 // MessageIDs returns the ids of the messages a client holds after replaying the branch through
-// runID ("" for none): the messages RUN_STARTED.input need not repeat.
+// runID ("" for none): the messages RUN_STARTED.input need not repeat. It reads and replays
+// the branch; KnownMessageIDs answers a run start without that in the usual case.
 func (s *Service) MessageIDs(ctx context.Context, threadID, runID string) (map[string]bool, error) {
 	if runID == "" {
 		return nil, nil
-	}
-	// The usual case at a run start: the parent ended and its checkpoint lists its message
-	// ids (one read, no replay); an older checkpoint without the list is replayed.
-	data, err := s.store.Checkpoint(ctx, threadID, runID)
-	if err == nil {
-		var ids struct {
-			V          int       `json:"v"`
-			MessageIDs *[]string `json:"messageIds"`
-		}
-		if json.Unmarshal(data, &ids) == nil && ids.V == checkpointVersion && ids.MessageIDs != nil {
-			known := make(map[string]bool, len(*ids.MessageIDs))
-			for _, id := range *ids.MessageIDs {
-				known[id] = true
-			}
-			return known, nil
-		}
-	}
-	events, err := s.loadCheckpoint(ctx, threadID, runID)
-	if err == nil {
-		return messageIDs(events)
 	}
 	run, err := s.store.Run(ctx, threadID, runID)
 	if err != nil {
 		return nil, err
 	}
+	var events []compact.Event
 	if run.Status == recorder.StatusRunning {
 		if events, err = s.Branch(ctx, threadID, run.ParentRunID); err != nil {
 			return nil, err
@@ -255,17 +204,44 @@ func (s *Service) MessageIDs(ctx context.Context, threadID, runID string) (map[s
 	} else if events, err = s.Branch(ctx, threadID, runID); err != nil {
 		return nil, err
 	}
-	return messageIDs(events)
-}
-
-func messageIDs(events []compact.Event) (map[string]bool, error) {
-	messages, _, err := compact.Replay(events)
+	ids, err := orderedMessageIDs(events)
 	if err != nil {
 		return nil, err
 	}
-	known := make(map[string]bool)
-	for _, id := range compact.MessageIDs(messages) {
+	known := make(map[string]bool, len(ids))
+	for _, id := range ids {
 		known[id] = true
 	}
 	return known, nil
+}
+
+// KnownMessageIDs is MessageIDs for a run start whose request sends messages with the ids sent
+// (in order; "" for a message without one). When the request starts with exactly the messages
+// the ended run runID's branch holds, in the branch's order (what a client that replayed the
+// branch sends), the answer is those ids, learnt from the count and hash in runID's checkpoint
+// record: one small read, no replay, whatever the thread's length. Otherwise it is MessageIDs.
+func (s *Service) KnownMessageIDs(ctx context.Context, threadID, runID string, sent []string) (map[string]bool, error) {
+	if runID == "" {
+		return nil, nil
+	}
+	rec, err := s.readRecord(ctx, threadID, runID)
+	if err == nil && rec.V == checkpointVersion && rec.IDHash != "" {
+		ids := make([]string, 0, len(sent))
+		for _, id := range sent {
+			if id != "" {
+				ids = append(ids, id)
+			}
+		}
+		if rec.IDCount <= len(ids) && idsHash(ids[:rec.IDCount]) == rec.IDHash {
+			known := make(map[string]bool, rec.IDCount)
+			for _, id := range ids[:rec.IDCount] {
+				known[id] = true
+			}
+			return known, nil
+		}
+	}
+	if err != nil && !errors.Is(err, recorder.ErrNotFound) && !errors.Is(err, errCorruptCheckpoint) {
+		return nil, err
+	}
+	return s.MessageIDs(ctx, threadID, runID)
 }

@@ -1,30 +1,29 @@
 package thread_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/thread"
 )
 
-// recordChatRun stores a finished run whose assistant message is msgID.
-func recordChatRun(t testing.TB, s *thread.Service, threadID, runID, msgID string) {
+// recordRun stores an ended run of datas (event JSON) with the given parent ("" continues
+// the thread's latest run) and builds its checkpoint.
+func recordRun(t testing.TB, s *thread.Service, threadID, runID, parent string, datas ...string) {
 	t.Helper()
-	ctx := t.Context()
-	r, err := s.StartRun(ctx, recorder.Run{ThreadID: threadID, RunID: runID})
+	ctx := context.Background()
+	r, err := s.StartRun(ctx, recorder.Run{ThreadID: threadID, RunID: runID, ParentRunID: parent})
 	if err != nil {
 		t.Fatal(err)
-	}
-	datas := []string{
-		fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":%q}`, threadID, runID),
-		fmt.Sprintf(`{"type":"TEXT_MESSAGE_START","messageId":%q,"role":"assistant"}`, msgID),
-		fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":"hi"}`, msgID),
-		fmt.Sprintf(`{"type":"TEXT_MESSAGE_END","messageId":%q}`, msgID),
-		fmt.Sprintf(`{"type":"RUN_FINISHED","threadId":%q,"runId":%q}`, threadID, runID),
 	}
 	var evs []recorder.Event
 	for i, d := range datas {
@@ -45,47 +44,330 @@ func recordChatRun(t testing.TB, s *thread.Service, threadID, runID, msgID strin
 	}
 }
 
-// TestCheckpointMessageIDs: a checkpoint lists its branch's message ids, which a run start
-// reads without replaying the events; a checkpoint without the list (written before it
-// existed) and a damaged one still give the right ids (replayed, or rebuilt from the events).
-func TestCheckpointMessageIDs(t *testing.T) {
-	s := newService(t, thread.Config{})
-	ctx := t.Context()
-	recordChatRun(t, s, "t", "r1", "m1")
-	recordChatRun(t, s, "t", "r2", "m2")
-	want := []string{"m1", "m2"}
-	data, err := s.Store().Checkpoint(ctx, "t", "r2")
+// chatRun is the events of one chat turn: the user's message in RUN_STARTED.input, a state
+// change, the assistant's answer msgID (with a < and an & that JSON encoders like to escape).
+func chatRun(threadID, runID, msgID string) []string {
+	return []string{
+		fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":%q,"input":{"threadId":%q,"runId":%q,"messages":[{"id":"u-%s","role":"user","content":"question <%s> & more"}],"tools":[],"context":[],"state":{},"forwardedProps":{}}}`,
+			threadID, runID, threadID, runID, msgID, msgID),
+		fmt.Sprintf(`{"type":"STATE_SNAPSHOT","snapshot":{"turn":%q,"history":["a","b"]}}`, runID),
+		`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/history/-","value":"c"}]}`,
+		fmt.Sprintf(`{"type":"TEXT_MESSAGE_START","messageId":%q,"role":"assistant"}`, msgID),
+		fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":"hi <b>"}`, msgID),
+		fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":" & bye"}`, msgID),
+		fmt.Sprintf(`{"type":"TEXT_MESSAGE_END","messageId":%q}`, msgID),
+		`{"type":"STEP_STARTED","stepName":"s"}`,
+		`{"type":"STEP_FINISHED","stepName":"s"}`,
+		fmt.Sprintf(`{"type":"RUN_FINISHED","threadId":%q,"runId":%q}`, threadID, runID),
+	}
+}
+
+// recordChatRun stores a finished chat run whose assistant message is msgID.
+func recordChatRun(t testing.TB, s *thread.Service, threadID, runID, msgID string) {
+	t.Helper()
+	recordRun(t, s, threadID, runID, "", chatRun(threadID, runID, msgID)...)
+}
+
+// noCheckpoints is a store that keeps no checkpoint: every branch is folded from the events.
+type noCheckpoints struct{ recorder.Store }
+
+func (noCheckpoints) PutCheckpoint(context.Context, string, string, []byte) error { return nil }
+func (noCheckpoints) Checkpoint(context.Context, string, string) ([]byte, error) {
+	return nil, recorder.ErrNotFound
+}
+
+// checkpointBytes sums the checkpoint bytes of a thread's runs.
+func checkpointBytes(t testing.TB, store recorder.Store, threadID string) int {
+	t.Helper()
+	runs, err := store.Runs(context.Background(), threadID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cp struct {
-		V          int
-		MessageIDs []string `json:"messageIds"`
-	}
-	if err := json.Unmarshal(data, &cp); err != nil || !slices.Equal(cp.MessageIDs, want) {
-		t.Fatalf("checkpoint of r2 = %s (%v), want messageIds %v", data, err, want)
-	}
-	check := func(what string) {
-		t.Helper()
-		known, err := s.MessageIDs(ctx, "t", "r2")
-		if got := slices.Sorted(maps.Keys(known)); err != nil || !slices.Equal(got, want) {
-			t.Errorf("%s: MessageIDs(r2) = %v, %v, want %v", what, got, err, want)
+	n := 0
+	for _, r := range runs {
+		data, err := store.Checkpoint(context.Background(), threadID, r.RunID)
+		if err == nil {
+			n += len(data)
 		}
 	}
-	check("with the list")
-	var old map[string]json.RawMessage
-	json.Unmarshal(data, &old)
-	delete(old, "messageIds")
-	legacy, _ := json.Marshal(old)
-	if err := s.Store().PutCheckpoint(ctx, "t", "r2", legacy); err != nil {
+	return n
+}
+
+// sameBranch checks that s's branch through runID is byte for byte the branch folded from the
+// events alone.
+func sameBranch(t *testing.T, s *thread.Service, threadID, runID string) {
+	t.Helper()
+	got, err := s.Branch(t.Context(), threadID, runID)
+	if err != nil {
+		t.Fatalf("Branch(%s) = %v", runID, err)
+	}
+	truth := newService(t, thread.Config{Store: noCheckpoints{s.Store()}})
+	want, err := truth.Branch(t.Context(), threadID, runID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	check("checkpoint without the list")
-	if err := s.Store().PutCheckpoint(ctx, "t", "r2", []byte(`{"v":1,"events":[{"type":`)); err != nil {
+	if !slices.EqualFunc(got, want, func(a, b compact.Event) bool { return a.Type == b.Type && bytes.Equal(a.Raw, b.Raw) }) {
+		t.Fatalf("Branch(%s) from checkpoints = %d events, folded from the events = %d events; first: %.300s / %.300s",
+			runID, len(got), len(want), rawOf(got), rawOf(want))
+	}
+}
+
+func rawOf(evs []compact.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		b.Write(e.Raw)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// eventBytes sums the stored frame bytes of a thread's runs.
+func eventBytes(t testing.TB, store recorder.Store, threadID string) int {
+	t.Helper()
+	runs, err := store.Runs(context.Background(), threadID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	check("damaged checkpoint")
-	if data, err := s.Store().Checkpoint(ctx, "t", "r2"); err != nil || json.Unmarshal(data, &cp) != nil || !slices.Equal(cp.MessageIDs, want) {
-		t.Errorf("checkpoint of r2 after the damaged one was read = %.200s, %v, want it rebuilt with the list", data, err)
+	n := 0
+	for _, r := range runs {
+		evs, err := store.Events(context.Background(), threadID, r.RunID, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			n += len(e.Frame)
+		}
 	}
+	return n
+}
+
+// TestCheckpointsLinear: the checkpoint bytes of a chat thread stay within a constant factor
+// of its event bytes as it grows (whole-branch checkpoints: about runs/5 times them at this
+// size), and every run's branch read from them is exactly the branch folded from the events,
+// on the main line and on forks from an early run.
+func TestCheckpointsLinear(t *testing.T) {
+	for _, runs := range []int{100, 300} {
+		s := newService(t, thread.Config{})
+		for i := 1; i <= runs; i++ {
+			recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
+		}
+		if runs == 100 {
+			for _, i := range []int{1, 2, 3, 50, 99, 100} {
+				sameBranch(t, s, "t", fmt.Sprintf("r%d", i))
+			}
+			recordRun(t, s, "t", "fork", "r3", chatRun("t", "fork", "mf")...)
+			recordRun(t, s, "t", "fork2", "fork", chatRun("t", "fork2", "mf2")...)
+			recordRun(t, s, "t", "fork3", "r99", chatRun("t", "fork3", "mf3")...)
+			for _, run := range []string{"fork", "fork2", "fork3", "r100"} {
+				sameBranch(t, s, "t", run)
+			}
+		}
+		cp, ev := checkpointBytes(t, s.Store(), "t"), eventBytes(t, s.Store(), "t")
+		t.Logf("%d runs: checkpoint bytes %d, event bytes %d (x%.2f)", runs, cp, ev, float64(cp)/float64(ev))
+		if cp > 2*ev {
+			t.Errorf("%d runs: checkpoint bytes %d, more than twice the event bytes %d", runs, cp, ev)
+		}
+	}
+}
+
+// TestCheckpointCorruptRebuilt: a damaged checkpoint (a byte changed inside a message of a
+// segment, a delta that keeps more than its parent has, a missing segment, a truncated record,
+// an unknown version, a checksum that does not match) is detected and the branch is rebuilt
+// from the events and stored again, never served.
+func TestCheckpointCorruptRebuilt(t *testing.T) {
+	s := newService(t, thread.Config{})
+	ctx := t.Context()
+	for i := 1; i <= 6; i++ {
+		recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
+	}
+	store := s.Store()
+	record := func(run string) map[string]json.RawMessage {
+		data, err := store.Checkpoint(ctx, "t", run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	put := func(run string, data []byte) {
+		if err := store.PutCheckpoint(ctx, "t", run, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seg := string(record("r4")["seg"])
+	if seg != `"r1"` {
+		t.Fatalf("r4's checkpoint names segment %s, want r1's", seg)
+	}
+	segData, _ := store.Checkpoint(ctx, "t", "r1")
+	cases := []struct {
+		name string
+		run  string // whose record is damaged
+		data func() []byte
+	}{
+		{"a byte changed in a message of the segment", "r1", func() []byte {
+			return bytes.Replace(segData, []byte(`hi <b> & bye`), []byte(`hi <i> & bye`), 1)
+		}},
+		{"a delta keeping more than its parent has", "r1", func() []byte {
+			return bytes.Replace(segData, []byte(`"km":`), []byte(`"km":9`), 1)
+		}},
+		{"truncated", "r4", func() []byte { d, _ := store.Checkpoint(ctx, "t", "r4"); return d[:len(d)/2] }},
+		{"unknown version", "r4", func() []byte {
+			d, _ := store.Checkpoint(ctx, "t", "r4")
+			return bytes.Replace(d, []byte(`"v":2`), []byte(`"v":9`), 1)
+		}},
+		{"checksum", "r4", func() []byte {
+			m := record("r4")
+			m["sum"] = json.RawMessage(`"1-00000000"`)
+			d, _ := json.Marshal(m)
+			return d
+		}},
+		{"names a run without a segment", "r4", func() []byte {
+			m := record("r4")
+			m["seg"] = json.RawMessage(`"r3"`)
+			d, _ := json.Marshal(m)
+			return d
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			put(tc.run, tc.data())
+			sameBranch(t, s, "t", "r4")
+			// Rebuilt: read again, the stored checkpoint now serves the exact branch.
+			sameBranch(t, s, "t", "r4")
+			if _, ok := record("r4")["sum"]; !ok {
+				t.Errorf("r4's checkpoint was not stored again: %v", record("r4"))
+			}
+			put("r1", segData) // the other runs' deltas, for the next case
+		})
+	}
+	// A whole segment lost: every run of it is rebuilt.
+	if err := store.PutCheckpoint(ctx, "t", "r1", []byte(`{"v":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 6; i++ {
+		sameBranch(t, s, "t", fmt.Sprintf("r%d", i))
+	}
+}
+
+// TestCheckpointLegacy: a version 1 checkpoint (the whole branch, written before segments)
+// is read as it is, and the next run's checkpoint builds on it.
+func TestCheckpointLegacy(t *testing.T) {
+	s := newService(t, thread.Config{})
+	ctx := t.Context()
+	for i := 1; i <= 3; i++ {
+		recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
+	}
+	branch, err := s.Branch(ctx, "t", "r3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := map[string]any{"v": 1, "events": slices.Collect(func(yield func(json.RawMessage) bool) {
+		for _, e := range branch {
+			if !yield(e.Raw) {
+				return
+			}
+		}
+	}), "messageIds": []string{"m1", "m2", "m3"}}
+	data, _ := json.Marshal(v1)
+	if err := s.Store().PutCheckpoint(ctx, "t", "r3", data); err != nil {
+		t.Fatal(err)
+	}
+	same := func(run string) {
+		t.Helper()
+		got, err := s.Branch(ctx, "t", run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := newService(t, thread.Config{Store: noCheckpoints{s.Store()}}).Branch(ctx, "t", run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Version 1 was written by json.Marshal, which escapes <, > and &: the same JSON.
+		gm, gs, err1 := compact.Replay(got)
+		wm, ws, err2 := compact.Replay(want)
+		if err1 != nil || err2 != nil || !jsonEqual(gm, wm) || !jsonEqual(gs, ws) {
+			t.Fatalf("Branch(%s) replays to %s %s (%v), want %s %s (%v)", run, gm, gs, err1, wm, ws, err2)
+		}
+	}
+	same("r3")
+	if got, _ := s.Store().Checkpoint(ctx, "t", "r3"); !bytes.Equal(got, data) {
+		t.Errorf("the version 1 checkpoint was rewritten: %.200s", got)
+	}
+	recordChatRun(t, s, "t", "r4", "m4")
+	same("r4")
+	known, err := s.MessageIDs(ctx, "t", "r4")
+	if got := slices.Sorted(maps.Keys(known)); err != nil || !slices.Equal(got, []string{"m1", "m2", "m3", "m4", "u-m1", "u-m2", "u-m3", "u-m4"}) {
+		t.Errorf("MessageIDs(r4) = %v, %v", got, err)
+	}
+}
+
+// countingStore counts the checkpoint and event reads.
+type countingStore struct {
+	recorder.Store
+	checkpoints, events atomic.Int64
+}
+
+func (c *countingStore) Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error) {
+	c.checkpoints.Add(1)
+	return c.Store.Checkpoint(ctx, threadID, runID)
+}
+
+func (c *countingStore) Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]recorder.Event, error) {
+	c.events.Add(1)
+	return c.Store.Events(ctx, threadID, runID, after, limit)
+}
+
+// TestKnownMessageIDs: a run start whose request repeats the branch's messages learns the
+// held ids from one small checkpoint read (no events, no segment); a request that lacks some,
+// reorders them or sends others gets the exact set from the branch.
+func TestKnownMessageIDs(t *testing.T) {
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	t.Cleanup(func() { mem.Close() })
+	store := &countingStore{Store: mem}
+	s := newService(t, thread.Config{Store: store})
+	ctx := t.Context()
+	var held []string
+	for i := 1; i <= 30; i++ {
+		recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
+		held = append(held, fmt.Sprintf("u-m%d", i), fmt.Sprintf("m%d", i))
+	}
+	want := slices.Sorted(slices.Values(held))
+	cases := []struct {
+		name string
+		sent []string
+		fast bool
+	}{
+		{"the branch's messages and a new one", append(slices.Clone(held), "new"), true},
+		{"the branch's messages, an id-less one among them", append(append(slices.Clone(held[:5]), ""), held[5:]...), true},
+		{"only a new message", []string{"new"}, false},
+		{"reordered", append([]string{held[1], held[0]}, held[2:]...), false},
+		{"one changed", append(slices.Clone(held[:len(held)-1]), "other"), false},
+	}
+	for _, tc := range cases {
+		store.checkpoints.Store(0)
+		store.events.Store(0)
+		known, err := s.KnownMessageIDs(ctx, "t", "r30", tc.sent)
+		if got := slices.Sorted(maps.Keys(known)); err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: KnownMessageIDs = %v, %v, want %v", tc.name, got, err, want)
+		}
+		if fast := store.checkpoints.Load() == 1 && store.events.Load() == 0; fast != tc.fast {
+			t.Errorf("%s: %d checkpoint and %d event reads, want the one-read path: %v", tc.name, store.checkpoints.Load(), store.events.Load(), tc.fast)
+		}
+	}
+	if data, _ := mem.Checkpoint(ctx, "t", "r30"); len(data) > 200 {
+		t.Errorf("r30's checkpoint record is %d bytes, want a small pointer: %s", len(data), data)
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	da, _ := json.Marshal(x)
+	db, _ := json.Marshal(y)
+	return bytes.Equal(da, db)
 }

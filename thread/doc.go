@@ -16,11 +16,14 @@
 // # Branches and checkpoints
 //
 // A thread's runs form a tree by parentRunId; a branch is the path from the root to one run.
-// Service.Lineage walks it, Service.Branch returns its compacted events (from the nearest
-// checkpoint plus the events after it), Service.Checkpoint stores the compacted branch of an
-// ended run so the next prelude or run start reads one record, and Service.MessageIDs names the
-// messages a client holds after replaying a branch (the messages RUN_STARTED.input need not
-// repeat).
+// Service.Lineage walks it, Service.Branch returns its compacted events (from the run's
+// checkpoint, or the nearest ancestor's plus the events after it), Service.Checkpoint stores
+// the compacted branch of an ended run so the next prelude or run start reads it in two
+// records, and Service.MessageIDs names the messages a client holds after replaying a branch
+// (the messages RUN_STARTED.input need not repeat). Checkpoints are stored in segments (a base
+// branch and per-run deltas, checkpoint.go), so a thread's checkpoint bytes grow with the
+// thread, not with the square of its runs; each carries a checksum (a damaged one is rebuilt
+// from the events, never served) and the count and hash of its branch's message ids.
 //
 // # Starting and ending runs
 //
@@ -28,8 +31,9 @@
 // duplicate run id, parent and the busy rule (one running run per thread unless
 // Config.AllowConcurrentRuns) are checked atomically in the store, so of two concurrent starts
 // exactly one wins; a run without parentRunId continues the thread's latest run. Together with
-// Service.MessageIDs (one checkpoint read when the parent has one) a run start costs two store
-// round trips.
+// Service.KnownMessageIDs (one small checkpoint read when the parent has a checkpoint and the
+// request repeats the branch's messages, as a client that replayed it does) a run start costs
+// two store round trips, whatever the thread's length.
 //
 // The busy rule reads the previous run's status, so whoever pumps a run must have the store
 // record the run's end before a client sees its terminal event (the proxy does, with

@@ -2,20 +2,26 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/sse"
 )
 
 // threadBench is one proxy process (serve) in front of the demo agent, on one store.
@@ -54,11 +60,11 @@ func (tb *threadBench) stop() {
 	}
 }
 
-// run posts one chat run and returns the time to the response's first byte and the wire
-// bytes of the whole stream.
-func (tb *threadBench) run(thread string, n int) (time.Duration, int) {
-	body := fmt.Sprintf(`{"threadId":%q,"runId":"r%d","messages":[{"id":"u%d","role":"user","content":"chat"}]}`, thread, n, n)
-	req, _ := http.NewRequest(http.MethodPost, tb.base+"/", strings.NewReader(body))
+// run posts one chat run whose request carries messages and returns the time to the
+// response's first byte and the stream.
+func (tb *threadBench) run(thread, runID string, messages []json.RawMessage) (time.Duration, []byte) {
+	body, _ := json.Marshal(map[string]any{"threadId": thread, "runId": runID, "messages": messages})
+	req, _ := http.NewRequest(http.MethodPost, tb.base+"/", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	start := time.Now()
@@ -69,19 +75,61 @@ func (tb *threadBench) run(thread string, n int) (time.Duration, int) {
 	defer res.Body.Close()
 	br := bufio.NewReader(res.Body)
 	if _, err := br.Peek(1); err != nil {
-		tb.b.Fatalf("run %d: %v", n, err)
+		tb.b.Fatalf("run %s: %v", runID, err)
 	}
 	ttfb := time.Since(start)
 	rest, err := io.ReadAll(br)
 	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(string(rest), "RUN_FINISHED") {
-		tb.b.Fatalf("run %d = %d, %v: %.300s", n, res.StatusCode, err, rest)
+		tb.b.Fatalf("run %s = %d, %v: %.300s", runID, res.StatusCode, err, rest)
 	}
-	return ttfb, len(rest)
+	return ttfb, rest
 }
 
-// prelude returns the time to the first byte of the thread's attach stream and its length
-// up to the replay marker.
-func (tb *threadBench) prelude(thread string) (time.Duration, int) {
+// conversation is what a client like @ag-ui/client holds: the messages of the thread, which
+// it sends whole with each run.
+type conversation struct {
+	messages []json.RawMessage
+	held     map[string]bool
+}
+
+// next returns the messages of run n's request: the conversation and a new user message.
+func (c *conversation) next(n int) []json.RawMessage {
+	user := json.RawMessage(fmt.Sprintf(`{"id":"u%d","role":"user","content":"chat"}`, n))
+	return append(slices.Clip(c.messages), user)
+}
+
+// add replays a run's stream and appends the messages it added.
+func (c *conversation) add(b *testing.B, stream []byte) {
+	rd := sse.NewReader(bytes.NewReader(stream), sse.Limits{})
+	var events []compact.Event
+	for {
+		f, err := rd.Next()
+		if err != nil {
+			break
+		}
+		if ev, err := compact.ParseEvent(f.Data); err == nil {
+			events = append(events, ev)
+		}
+	}
+	messages, _, err := compact.Replay(events)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(messages, &list); err != nil {
+		b.Fatal(err)
+	}
+	for _, m := range list {
+		if id := agui.MessageID(m); !c.held[id] {
+			c.held[id] = true
+			c.messages = append(c.messages, m)
+		}
+	}
+}
+
+// prelude returns the time to the first byte of the thread's attach stream, to its replay
+// marker, and its length up to the marker.
+func (tb *threadBench) prelude(thread string) (time.Duration, time.Duration, int) {
 	start := time.Now()
 	res, err := http.Get(tb.base + "/agui/threads/" + thread + "/events")
 	if err != nil {
@@ -98,7 +146,7 @@ func (tb *threadBench) prelude(thread string) (time.Duration, int) {
 		line, err := br.ReadString('\n')
 		n += len(line)
 		if err != nil || strings.Contains(line, "replay_complete") {
-			return first, n
+			return first, time.Since(start), n
 		}
 	}
 }
@@ -110,10 +158,12 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // BenchmarkLongThread builds one chat thread of -runs runs (the demo agent's chat scenario,
-// through the proxy) on Redis and on the disk store, then reports: wire bytes of the thread's
-// streams; store bytes (Redis: MEMORY USAGE of the thread's keys by kind; disk: chunk and
-// checkpoint bytes); the run start time to first byte at the end of the thread and on a new
-// thread; the prelude's first byte; for the disk store the restart to a prelude's first byte.
+// through the proxy, each request carrying the whole conversation as @ag-ui/client sends it)
+// on Redis and on the disk store, then reports: wire bytes of the thread's streams; store
+// bytes (Redis: MEMORY USAGE of the thread's keys by kind; disk: chunk and checkpoint bytes);
+// the run start time to first byte at the end of the thread and, with the same request, on a
+// new thread; the prelude's first byte and its replay marker; for the disk store the restart
+// to a prelude's first byte.
 // It is slow (minutes for 1,000 runs): run it with -bench LongThread -benchtime 1x.
 func BenchmarkLongThread(b *testing.B) {
 	for _, runs := range []int{100, 1000} {
@@ -143,24 +193,28 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 	}
 	tb := startThreadBench(b, env)
 	wire := 0
+	conv := &conversation{held: map[string]bool{}}
 	var late []time.Duration
 	for i := 1; i <= runs; i++ {
-		ttfb, n := tb.run("t", i)
-		wire += n
+		ttfb, stream := tb.run("t", fmt.Sprintf("r%d", i), conv.next(i))
+		wire += len(stream)
+		conv.add(b, stream)
+		time.Sleep(benchPause)
 		if i > runs-20 {
 			late = append(late, ttfb)
 		}
 	}
 	var fresh []time.Duration
 	for i := range 20 {
-		ttfb, _ := tb.run(fmt.Sprintf("fresh%d", i), 1)
+		ttfb, _ := tb.run(fmt.Sprintf("fresh%d", i), "r1", conv.next(runs+1))
 		fresh = append(fresh, ttfb)
 	}
-	var preludes []time.Duration
+	var preludes, replayed []time.Duration
 	preludeBytes := 0
 	for range 10 {
-		d, n := tb.prelude("t")
+		d, all, n := tb.prelude("t")
 		preludes = append(preludes, d)
+		replayed = append(replayed, all)
 		preludeBytes = n
 	}
 	b.ReportMetric(float64(wire), "wire-bytes")
@@ -168,6 +222,7 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 	b.ReportMetric(float64(median(late).Microseconds())/1000, "ms-run-ttfb-last20")
 	b.ReportMetric(float64(median(fresh).Microseconds())/1000, "ms-run-ttfb-new-thread")
 	b.ReportMetric(float64(median(preludes).Microseconds())/1000, "ms-prelude-first-byte")
+	b.ReportMetric(float64(median(replayed).Microseconds())/1000, "ms-prelude-replayed")
 	if kind == "redis" {
 		c := srv.Client(b)
 		keys, err := c.Keys(context.Background(), "agui:{t}:*").Result()
@@ -204,7 +259,13 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 	start := time.Now()
 	tb = startThreadBench(b, env)
 	listening := time.Since(start)
-	first, _ := tb.prelude("t")
+	first, _, _ := tb.prelude("t")
 	b.ReportMetric(float64((listening+first).Microseconds())/1000, "ms-restart-to-prelude-first-byte")
 	tb.stop()
 }
+
+// benchPause (env AGUI_BENCH_PAUSE, e.g. 30ms; default none) is a pause between the long
+// thread's runs, like a user's between turns: without it each run starts while its parent's
+// checkpoint is still being built (off the pump's path), and learns the held messages by
+// reading and replaying the branch instead.
+var benchPause = func() time.Duration { d, _ := time.ParseDuration(os.Getenv("AGUI_BENCH_PAUSE")); return d }()

@@ -1,0 +1,394 @@
+package thread
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// Checkpoint format versions. Version 1 stored every run's whole compacted branch, so the
+// checkpoints of a thread grew with the square of its length; it is still read. Version 2
+// (this file) stores the branches of a thread in segments:
+//
+//   - a segment record, kept as the checkpoint of its base run, holds the base run's branch
+//     (its compacted events, with the one MESSAGES_SNAPSHOT split into its messages) and one
+//     delta per later run of the segment: the run's branch as "keep the first ke events and km
+//     messages of the parent's branch, then these events and these messages";
+//   - every other run's checkpoint is a small pointer naming its segment.
+//
+// A segment takes deltas until their bytes pass the larger of segmentGrowth times its base's
+// bytes and segmentMinBytes; the next run then starts a new segment. The bases therefore hold
+// at most 1/segmentGrowth of the deltas' bytes, and a thread's checkpoints grow with what the thread holds, not
+// with the square of its runs. Reading a branch is two record reads and a splice of the
+// deltas on its path (no compaction). Every record carries a checksum of its run's branch,
+// checked after the splice: a damaged record, segment or delta is detected and the branch is
+// rebuilt from the events, never served. It also carries the count and a hash of the branch's
+// message ids (in order), so a run start whose request repeats the branch's messages learns
+// that without reading the branch (KnownMessageIDs).
+const (
+	legacyCheckpointVersion = 1
+	checkpointVersion       = 2
+	// segmentGrowth is a segment's delta budget in bytes of its base: more stores fewer
+	// bases (bytes at rest), less reads a shorter segment for a branch.
+	segmentGrowth = 2
+	// segmentMinBytes is the delta budget of a segment whose base is smaller.
+	segmentMinBytes = 64 << 10
+)
+
+// errCorruptCheckpoint marks a checkpoint that cannot be served: unparseable, inconsistent or
+// failing its checksum.
+var errCorruptCheckpoint = errors.New("corrupt checkpoint")
+
+// flatBranch is a compacted branch with its MESSAGES_SNAPSHOT split into messages: Events
+// holds the events in order, the snapshot's place marked by JSON null, and Msgs its messages.
+type flatBranch struct {
+	Events []json.RawMessage `json:"e"`
+	Msgs   []json.RawMessage `json:"m,omitempty"`
+}
+
+// branchDelta is one run's branch over its parent's, in the same segment: the parent's first
+// KeepE events, then CopyE of its events after skipping SkipE more, then E; the parent's first
+// KeepM messages, then M. (A chat run's branch keeps its parent's events up to the snapshot,
+// skips the snapshots, copies the parent run's last events and adds its own run.)
+type branchDelta struct {
+	Run    string            `json:"run"`
+	Parent string            `json:"parent"`
+	KeepE  int               `json:"ke"`
+	SkipE  int               `json:"se,omitempty"`
+	CopyE  int               `json:"ce,omitempty"`
+	E      []json.RawMessage `json:"e,omitempty"`
+	KeepM  int               `json:"km"`
+	M      []json.RawMessage `json:"m,omitempty"`
+}
+
+// checkpointRecord is what the store keeps as one run's checkpoint.
+type checkpointRecord struct {
+	V int `json:"v"`
+	// Sum is the checksum of the run's branch (branchSum).
+	Sum string `json:"sum,omitempty"`
+	// IDCount and IDHash describe the ids of the messages a client holds after replaying the
+	// branch, in order (idsHash); IDHash is "" when they are unknown.
+	IDCount int    `json:"n,omitempty"`
+	IDHash  string `json:"ids,omitempty"`
+	// Seg names the run whose record is the segment holding this run's branch; "" when this
+	// record is the segment (Base set).
+	Seg    string        `json:"seg,omitempty"`
+	Base   *flatBranch   `json:"base,omitempty"`
+	Deltas []branchDelta `json:"deltas,omitempty"`
+
+	// Version 1: the branch's compacted events and, when written late enough, its message
+	// ids sorted.
+	Events     []json.RawMessage `json:"events,omitempty"`
+	MessageIDs *[]string         `json:"messageIds,omitempty"`
+}
+
+// loadedBranch is a branch read from a checkpoint (or just computed), with what a child's
+// checkpoint needs to extend it.
+type loadedBranch struct {
+	events []compact.Event
+	flat   flatBranch
+	rec    *checkpointRecord // the run's own record; nil when not stored
+	segRun string            // the run whose record is the segment ("" for none: not extendable)
+	seg    *checkpointRecord // the segment record
+}
+
+const snapshotPrefix = `{"type":"MESSAGES_SNAPSHOT","messages":[`
+
+var jsonNull = json.RawMessage("null")
+
+// flatten splits the last MESSAGES_SNAPSHOT of events into its messages, when the split
+// rebuilds the event byte for byte (it does for Compact's output).
+func flatten(events []compact.Event) flatBranch {
+	f := flatBranch{Events: make([]json.RawMessage, len(events))}
+	snap := -1
+	for i, e := range events {
+		f.Events[i] = e.Raw
+		if e.Type == agui.MessagesSnapshot {
+			snap = i
+		}
+	}
+	if snap < 0 {
+		return f
+	}
+	raw := events[snap].Raw
+	if !bytes.HasPrefix(raw, []byte(snapshotPrefix)) || !bytes.HasSuffix(raw, []byte("]}")) {
+		return f
+	}
+	var msgs []json.RawMessage
+	if json.Unmarshal(raw[len(snapshotPrefix)-1:len(raw)-1], &msgs) != nil || !bytes.Equal(snapshotRaw(msgs), raw) {
+		return f
+	}
+	f.Events[snap], f.Msgs = jsonNull, msgs
+	return f
+}
+
+// snapshotRaw is the MESSAGES_SNAPSHOT event holding msgs.
+func snapshotRaw(msgs []json.RawMessage) []byte {
+	n := len(snapshotPrefix) + 2
+	for _, m := range msgs {
+		n += len(m) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, snapshotPrefix...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	return append(b, "]}"...)
+}
+
+// events rebuilds the branch's events.
+func (f flatBranch) events() ([]compact.Event, error) {
+	out := make([]compact.Event, 0, len(f.Events))
+	for _, raw := range f.Events {
+		if bytes.Equal(raw, jsonNull) {
+			out = append(out, compact.Event{Type: agui.MessagesSnapshot, Raw: snapshotRaw(f.Msgs)})
+			continue
+		}
+		ev, err := compact.ParseEvent(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// bytes is the size of the branch's events and messages.
+func (f flatBranch) bytes() int { return rawBytes(f.Events) + rawBytes(f.Msgs) }
+
+func rawBytes(list []json.RawMessage) int {
+	n := 0
+	for _, r := range list {
+		n += len(r) + 1
+	}
+	return n
+}
+
+// diff returns child as a delta over parent.
+func diff(parent, child flatBranch) branchDelta {
+	d := branchDelta{KeepE: commonPrefix(parent.Events, child.Events), KeepM: commonPrefix(parent.Msgs, child.Msgs)}
+	// The parent's events after a few skipped ones (its snapshots) often come next whole.
+	for skip := 1; skip <= 3 && d.KeepE+skip < len(parent.Events); skip++ {
+		rest := parent.Events[d.KeepE+skip:]
+		if len(rest) <= len(child.Events)-d.KeepE && commonPrefix(rest, child.Events[d.KeepE:]) == len(rest) {
+			d.SkipE, d.CopyE = skip, len(rest)
+			break
+		}
+	}
+	d.E, d.M = child.Events[d.KeepE+d.CopyE:], child.Msgs[d.KeepM:]
+	return d
+}
+
+func commonPrefix(a, b []json.RawMessage) int {
+	n := 0
+	for n < len(a) && n < len(b) && bytes.Equal(a[n], b[n]) {
+		n++
+	}
+	return n
+}
+
+// apply returns the branch d describes over f (f is not modified).
+func (f flatBranch) apply(d *branchDelta) (flatBranch, error) {
+	if d.KeepE < 0 || d.SkipE < 0 || d.CopyE < 0 || d.KeepE+d.SkipE+d.CopyE > len(f.Events) || d.KeepM < 0 || d.KeepM > len(f.Msgs) {
+		return flatBranch{}, fmt.Errorf("%w: the delta of run %q keeps more than its parent has", errCorruptCheckpoint, d.Run)
+	}
+	from := d.KeepE + d.SkipE
+	return flatBranch{Events: slices.Concat(f.Events[:d.KeepE], f.Events[from:from+d.CopyE], d.E), Msgs: slices.Concat(f.Msgs[:d.KeepM], d.M)}, nil
+}
+
+// deltaBytes is the size of the deltas of a segment.
+func (r *checkpointRecord) deltaBytes() int {
+	n := 0
+	for i := range r.Deltas {
+		n += r.Deltas[i].bytes()
+	}
+	return n
+}
+
+func (d *branchDelta) bytes() int { return rawBytes(d.E) + rawBytes(d.M) + len(d.Run) + len(d.Parent) }
+
+// branchOf splices the branch of run out of segment record seg, whose base is segRun's branch.
+func (seg *checkpointRecord) branchOf(run, segRun string) (flatBranch, error) {
+	if seg.Base == nil {
+		return flatBranch{}, fmt.Errorf("%w: segment of run %q has no base", errCorruptCheckpoint, segRun)
+	}
+	var path []*branchDelta
+	for id := run; id != segRun; {
+		i := slices.IndexFunc(seg.Deltas, func(d branchDelta) bool { return d.Run == id })
+		if i < 0 || len(path) == len(seg.Deltas) {
+			return flatBranch{}, fmt.Errorf("%w: segment of run %q has no path to run %q", errCorruptCheckpoint, segRun, run)
+		}
+		path = append(path, &seg.Deltas[i])
+		id = seg.Deltas[i].Parent
+	}
+	f := *seg.Base
+	for i := len(path) - 1; i >= 0; i-- {
+		var err error
+		if f, err = f.apply(path[i]); err != nil {
+			return flatBranch{}, err
+		}
+	}
+	return f, nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// branchSum is the checksum of a branch's events: their count and a CRC-32C over each event's
+// length and bytes.
+func branchSum(events []compact.Event) string {
+	var crc uint32
+	var n [binary.MaxVarintLen64]byte
+	for _, e := range events {
+		crc = crc32.Update(crc, castagnoli, n[:binary.PutUvarint(n[:], uint64(len(e.Raw)))])
+		crc = crc32.Update(crc, castagnoli, e.Raw)
+	}
+	return fmt.Sprintf("%d-%08x", len(events), crc)
+}
+
+// idsHash is a hash of a list of message ids in order (SHA-256 over each id's length and
+// bytes, 128 bits in hex): equal hashes mean equal lists.
+func idsHash(ids []string) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, id := range ids {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(id)))])
+		h.Write([]byte(id))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// readRecord reads and decodes one run's checkpoint record.
+func (s *Service) readRecord(ctx context.Context, threadID, runID string) (*checkpointRecord, error) {
+	data, err := s.store.Checkpoint(ctx, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	var rec checkpointRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("%w of run %q: %v", errCorruptCheckpoint, runID, err)
+	}
+	if rec.V != checkpointVersion && rec.V != legacyCheckpointVersion {
+		return nil, fmt.Errorf("%w: checkpoint of run %q has the unknown version %d", errCorruptCheckpoint, runID, rec.V)
+	}
+	return &rec, nil
+}
+
+// loadBranch reads the branch through runID from its checkpoint. Errors: recorder.ErrNotFound
+// (no checkpoint), errCorruptCheckpoint, store errors.
+func (s *Service) loadBranch(ctx context.Context, threadID, runID string) (*loadedBranch, error) {
+	rec, err := s.readRecord(ctx, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	if rec.V == legacyCheckpointVersion {
+		events := make([]compact.Event, 0, len(rec.Events))
+		for _, raw := range rec.Events {
+			ev, err := compact.ParseEvent(raw)
+			if err != nil {
+				return nil, fmt.Errorf("%w of run %q: %v", errCorruptCheckpoint, runID, err)
+			}
+			events = append(events, ev)
+		}
+		return &loadedBranch{events: events, flat: flatten(events), rec: rec}, nil
+	}
+	seg, segRun := rec, runID
+	if rec.Seg != "" {
+		segRun = rec.Seg
+		if seg, err = s.readRecord(ctx, threadID, segRun); err != nil {
+			if errors.Is(err, recorder.ErrNotFound) {
+				return nil, fmt.Errorf("%w: the segment of run %q (run %q's checkpoint) is gone", errCorruptCheckpoint, runID, segRun)
+			}
+			return nil, err
+		}
+		if seg.V != checkpointVersion || seg.Seg != "" {
+			return nil, fmt.Errorf("%w: run %q's checkpoint names run %q, which holds no segment", errCorruptCheckpoint, runID, segRun)
+		}
+	}
+	flat, err := seg.branchOf(runID, segRun)
+	if err != nil {
+		return nil, err
+	}
+	events, err := flat.events()
+	if err != nil {
+		return nil, fmt.Errorf("%w of run %q: %v", errCorruptCheckpoint, runID, err)
+	}
+	if sum := branchSum(events); sum != rec.Sum {
+		return nil, fmt.Errorf("%w: the branch of run %q has checksum %s, its checkpoint says %s", errCorruptCheckpoint, runID, sum, rec.Sum)
+	}
+	return &loadedBranch{events: events, flat: flat, rec: rec, segRun: segRun, seg: seg}, nil
+}
+
+// storeCheckpoint stores the checkpoint of runID, whose branch is events and whose parent's
+// branch is parent (nil when unknown): as a delta in the parent's segment while the segment
+// has room, else as the base of a new segment. It returns the branch as stored, for a child.
+func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, events []compact.Event, parent *loadedBranch, parentRun string) *loadedBranch {
+	b := &loadedBranch{events: events, flat: flatten(events)}
+	rec := &checkpointRecord{V: checkpointVersion, Sum: branchSum(events)}
+	if ids, err := orderedMessageIDs(events); err == nil {
+		rec.IDCount, rec.IDHash = len(ids), idsHash(ids)
+	}
+	b.rec = rec
+	if parent != nil && parent.seg != nil && parent.segRun != runID {
+		d := diff(parent.flat, b.flat)
+		d.Run, d.Parent = runID, parentRun
+		seg := *parent.seg
+		seg.Deltas = slices.DeleteFunc(slices.Clone(seg.Deltas), func(x branchDelta) bool { return x.Run == runID })
+		if seg.deltaBytes()+d.bytes() <= max(segmentGrowth*seg.Base.bytes(), segmentMinBytes) {
+			seg.Deltas = append(seg.Deltas, d)
+			rec.Seg = parent.segRun
+			// The segment first: a pointer stored without it is detected and rebuilt.
+			if err := s.putRecord(ctx, threadID, parent.segRun, &seg); err != nil {
+				s.log.Warn("could not store a checkpoint segment", "thread_id", threadID, "run_id", parent.segRun, "err", err)
+				return b
+			}
+			b.segRun, b.seg = parent.segRun, &seg
+			if err := s.putRecord(ctx, threadID, runID, rec); err != nil {
+				s.log.Warn("could not store a checkpoint", "thread_id", threadID, "run_id", runID, "err", err)
+			}
+			return b
+		}
+	}
+	rec.Base = &b.flat
+	if err := s.putRecord(ctx, threadID, runID, rec); err != nil {
+		s.log.Warn("could not store a checkpoint", "thread_id", threadID, "run_id", runID, "err", err)
+		return b
+	}
+	b.segRun, b.seg = runID, rec
+	return b
+}
+
+func (s *Service) putRecord(ctx context.Context, threadID, runID string, rec *checkpointRecord) error {
+	// Without HTML escaping: the events are stored byte for byte (their checksum is of the
+	// bytes), not with <, > and & rewritten as json.Marshal would.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rec); err != nil {
+		return err
+	}
+	return s.store.PutCheckpoint(ctx, threadID, runID, bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+}
+
+// orderedMessageIDs returns the ids of the messages a client holds after replaying events, in
+// the client's order.
+func orderedMessageIDs(events []compact.Event) ([]string, error) {
+	messages, _, err := compact.Replay(events)
+	if err != nil {
+		return nil, err
+	}
+	return compact.MessageIDs(messages), nil
+}

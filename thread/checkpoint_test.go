@@ -142,11 +142,11 @@ func eventBytes(t testing.TB, store recorder.Store, threadID string) int {
 }
 
 // TestCheckpointsLinear: the checkpoint bytes of a chat thread stay within a constant factor
-// of its event bytes as it grows (whole-branch checkpoints: about runs/5 times them at this
+// of its event bytes as it grows (whole-branch checkpoints: about runs/4 times them at this
 // size), and every run's branch read from them is exactly the branch folded from the events,
 // on the main line and on forks from an early run.
 func TestCheckpointsLinear(t *testing.T) {
-	for _, runs := range []int{100, 300} {
+	for _, runs := range []int{100, 200} {
 		s := newService(t, thread.Config{})
 		for i := 1; i <= runs; i++ {
 			recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ type Node struct {
 	argv func(port int) []string // the command line, given the node's port
 	port int
 	dir  string
+	pong bool // start waits for PONG (data loaded), not just any reply
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -66,7 +68,7 @@ func (n *Node) start() error {
 			return fmt.Errorf("redis-server on %s exited at start (%v); log: %s", n.Addr(), err, n.logTail())
 		default:
 		}
-		if pingAny(n.Addr()) == nil {
+		if ping(n.Addr(), n.pong) == nil {
 			n.cmd, n.wait = cmd, wait
 			return nil
 		}
@@ -85,24 +87,26 @@ func (n *Node) Kill() {
 	if n.cmd == nil {
 		return
 	}
-	n.cmd.Process.Signal(syscall.SIGCONT)
+	n.cmd.Process.Signal(syscall.SIGCONT) // a stopped process still dies on SIGKILL, but be tidy
 	n.cmd.Process.Kill()
 	<-n.wait
 	n.cmd = nil
 }
 
-// Stop freezes the node (SIGSTOP); Continue resumes it.
+// Stop freezes the node (SIGSTOP); Continue resumes it. Both do nothing to a node that is
+// down.
 func (n *Node) Stop() { n.signal(syscall.SIGSTOP) }
 
 // Continue resumes a node frozen by Stop.
 func (n *Node) Continue() { n.signal(syscall.SIGCONT) }
 
-func (n *Node) signal(sig syscall.Signal) {
+func (n *Node) signal(sig syscall.Signal) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd != nil {
-		n.cmd.Process.Signal(sig)
+	if n.cmd == nil {
+		return errors.New("not running")
 	}
+	return n.cmd.Process.Signal(sig)
 }
 
 // Restart starts a killed node again on the same port and directory (a cluster node keeps its
@@ -127,9 +131,10 @@ func (n *Node) logTail() string {
 	return string(b)
 }
 
-// pingAny sends PING and accepts +PONG or a -LOADING/-MASTERDOWN style error reply: the
-// process is up and speaking RESP.
-func pingAny(addr string) error {
+// ping sends an inline PING over a fresh connection. With pong it wants +PONG; without, it
+// also accepts an error reply such as -LOADING or -MASTERDOWN: the process is up and speaking
+// RESP.
+func ping(addr string, pong bool) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
@@ -139,13 +144,12 @@ func pingAny(addr string) error {
 	if _, err := c.Write([]byte("PING\r\n")); err != nil {
 		return err
 	}
-	buf := make([]byte, 64)
-	k, err := c.Read(buf)
+	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
 		return err
 	}
-	if k == 0 || (buf[0] != '+' && buf[0] != '-') {
-		return fmt.Errorf("PING answered %q", buf[:k])
+	if line != "+PONG\r\n" && (pong || line[0] != '-') {
+		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func TestServerLifecycle(t *testing.T) {
 	WaitFor(t, 10*time.Second, "PING after SIGCONT", func() bool { return c.Ping(ctx).Err() == nil })
 
 	s.Kill()
-	if err := ping(s.Addr()); err == nil {
+	if err := ping(s.Addr(), false); err == nil {
 		t.Errorf("ping after Kill = nil, want an error")
 	}
 	s.Restart()

@@ -176,7 +176,7 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		}
 		defer smp.stop()
 	}
-	redis0, err := redisCommands(opts.Redis)
+	redis0, err := redisStats(opts.Redis)
 	if err != nil {
 		return nil, err
 	}
@@ -265,13 +265,15 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		res.ClientCPU = self1 - self0
 	}
 	if opts.Redis != "" {
-		redis1, err := redisCommands(opts.Redis)
+		redis1, err := redisStats(opts.Redis)
 		if err != nil {
 			return nil, err
 		}
-		res.Redis = &redisUse{Commands: redis1 - redis0 - 1} // minus our own INFO
+		res.Redis = &redisUse{Commands: redis1.commands - redis0.commands - 1, // minus our own INFO
+			NetInBytes: redis1.netIn - redis0.netIn, NetOutBytes: redis1.netOut - redis0.netOut}
 		if res.Events > 0 {
 			res.Redis.PerEvent = float64(res.Redis.Commands) / float64(res.Events)
+			res.Redis.NetPerEventBytes = float64(res.Redis.NetInBytes+res.Redis.NetOutBytes) / float64(res.Events)
 		}
 	}
 	if opts.PID > 0 {

@@ -40,10 +40,21 @@ type fanout struct {
 	CPUMicrosPerDelivered float64 `json:"cpu_us_per_delivered_event"`
 }
 
-// redisUse is the Redis commands the load cost.
+// redisUse is the Redis commands and network traffic the load cost.
 type redisUse struct {
 	Commands int64   `json:"commands"`
 	PerEvent float64 `json:"commands_per_event"` // per event the POSTing clients received
+	// NetInBytes and NetOutBytes are what the server received and sent (INFO
+	// total_net_input_bytes, total_net_output_bytes; replication traffic excluded).
+	NetInBytes  int64 `json:"net_in_bytes"`
+	NetOutBytes int64 `json:"net_out_bytes"`
+	// NetPerEventBytes is (in + out) per event the POSTing clients received.
+	NetPerEventBytes float64 `json:"net_bytes_per_event"`
+}
+
+// redisInfo is what redisStats reads from INFO stats.
+type redisInfo struct {
+	commands, netIn, netOut int64
 }
 
 // attachStats is what one attacher saw.
@@ -228,45 +239,72 @@ func countFDs(pid int) (int, error) {
 // redisCommands returns the total_commands_processed of the Redis server at addr (0 when addr
 // is empty). It speaks just enough RESP for one INFO command.
 func redisCommands(addr string) (int64, error) {
+	st, err := redisStats(addr)
+	return st.commands, err
+}
+
+// redisStats returns the command and network counters of the Redis server at addr (zero when
+// addr is empty).
+func redisStats(addr string) (redisInfo, error) {
 	if addr == "" {
-		return 0, nil
+		return redisInfo{}, nil
 	}
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		return 0, fmt.Errorf("redis %s: %w", addr, err)
+		return redisInfo{}, fmt.Errorf("redis %s: %w", addr, err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(c, "*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n"); err != nil {
-		return 0, fmt.Errorf("redis %s: %w", addr, err)
+		return redisInfo{}, fmt.Errorf("redis %s: %w", addr, err)
 	}
-	return parseInfoCommands(bufio.NewReader(c))
+	return parseInfoStats(bufio.NewReader(c))
 }
 
 // parseInfoCommands reads an INFO reply (a RESP bulk string) and returns its
 // total_commands_processed.
 func parseInfoCommands(r *bufio.Reader) (int64, error) {
+	st, err := parseInfoStats(r)
+	return st.commands, err
+}
+
+// parseInfoStats reads an INFO reply (a RESP bulk string): total_commands_processed, which
+// must be there, and total_net_input_bytes / total_net_output_bytes (zero when absent).
+func parseInfoStats(r *bufio.Reader) (redisInfo, error) {
+	var st redisInfo
 	head, err := r.ReadString('\n')
 	if err != nil {
-		return 0, fmt.Errorf("redis INFO: %w", err)
+		return st, fmt.Errorf("redis INFO: %w", err)
 	}
 	if !strings.HasPrefix(head, "$") {
-		return 0, fmt.Errorf("redis INFO: reply %q, want a bulk string", strings.TrimSpace(head))
+		return st, fmt.Errorf("redis INFO: reply %q, want a bulk string", strings.TrimSpace(head))
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
 	if err != nil || n < 0 || n > 1<<20 {
-		return 0, fmt.Errorf("redis INFO: bulk length %q", strings.TrimSpace(head))
+		return st, fmt.Errorf("redis INFO: bulk length %q", strings.TrimSpace(head))
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
-		return 0, fmt.Errorf("redis INFO: %w", err)
+		return st, fmt.Errorf("redis INFO: %w", err)
 	}
+	found := false
+	fields := map[string]*int64{"total_commands_processed:": &st.commands, "total_net_input_bytes:": &st.netIn, "total_net_output_bytes:": &st.netOut}
 	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		for name, dst := range fields {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				x, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return st, fmt.Errorf("redis INFO: %s %w", name, err)
+				}
+				*dst = x
+				found = found || name == "total_commands_processed:"
+			}
 		}
 	}
-	return 0, errors.New("redis INFO: no total_commands_processed")
+	if !found {
+		return st, errors.New("redis INFO: no total_commands_processed")
+	}
+	return st, nil
 }
 
 // servePlainProxy serves a plain httputil.ReverseProxy to upstream on addr until ctx ends: the

@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -48,7 +47,7 @@ func (s *DiskStore) ListThreads(ctx context.Context, q ThreadQuery) (ThreadPage,
 				break
 			}
 			lastMs = ms
-			if !q.inWindow(ms) || (hasCursor && !after.before(ms, id)) {
+			if !q.listed(ms, id, after, hasCursor) {
 				continue
 			}
 			t, err := s.thread(tx, id, now)
@@ -71,19 +70,8 @@ func (s *DiskStore) ListThreads(ctx context.Context, q ThreadQuery) (ThreadPage,
 	if err != nil {
 		return ThreadPage{}, err
 	}
-	slices.SortFunc(out, func(a, b ThreadSummary) int {
-		if c := cmp.Compare(b.ActiveAt.UnixMilli(), a.ActiveAt.UnixMilli()); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
-	page := ThreadPage{Threads: out}
-	if len(out) > limit {
-		page.Threads = out[:limit:limit]
-		last := page.Threads[limit-1]
-		page.NextCursor = encodePageCursor(last.ActiveAt.UnixMilli(), last.ID)
-	}
-	return page, nil
+	sortThreads(out)
+	return cutPage(out, limit), nil
 }
 
 // DeleteThread implements Store. Followers of the thread's runs wake and find them gone.

@@ -1,11 +1,13 @@
 package recorder
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -155,4 +157,31 @@ func (q ThreadQuery) inWindow(ms int64) bool {
 		return false
 	}
 	return true
+}
+
+// listed reports whether an index entry at (ms, id) belongs on the page q asks for: inside
+// the query's window and, with a cursor, after it.
+func (q ThreadQuery) listed(ms int64, id string, after pagePos, hasCursor bool) bool {
+	return q.inWindow(ms) && (!hasCursor || after.before(ms, id))
+}
+
+// sortThreads puts summaries in listing order: most recent activity first, then by id,
+// descending (the order of pagePos).
+func sortThreads(ts []ThreadSummary) {
+	slices.SortFunc(ts, func(a, b ThreadSummary) int {
+		if c := cmp.Compare(b.ActiveAt.UnixMilli(), a.ActiveAt.UnixMilli()); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+}
+
+// cutPage returns the page of the first limit of ts (in listing order), with the cursor after
+// its last thread when ts holds more.
+func cutPage(ts []ThreadSummary, limit int) ThreadPage {
+	if len(ts) <= limit {
+		return ThreadPage{Threads: ts}
+	}
+	ts = ts[:limit:limit]
+	return ThreadPage{Threads: ts, NextCursor: CursorAfter(ts[limit-1])}
 }

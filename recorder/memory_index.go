@@ -1,10 +1,8 @@
 package recorder
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 )
 
 // ListThreads implements Store. The memory store keeps no separate index: it scans the
@@ -29,7 +27,7 @@ func (m *MemoryStore) ListThreads(ctx context.Context, q ThreadQuery) (ThreadPag
 			continue
 		}
 		ms := t.active.UnixMilli()
-		if !q.inWindow(ms) || (hasCursor && !after.before(ms, id)) {
+		if !q.listed(ms, id, after, hasCursor) {
 			continue
 		}
 		latest := t.runs[len(t.runs)-1].run
@@ -37,19 +35,8 @@ func (m *MemoryStore) ListThreads(ctx context.Context, q ThreadQuery) (ThreadPag
 			Thread: t.info(id), ActiveAt: t.active, UpdatedAt: latest.UpdatedAt, LatestStatus: latest.Status,
 		})
 	}
-	slices.SortFunc(out, func(a, b ThreadSummary) int {
-		if c := cmp.Compare(b.ActiveAt.UnixMilli(), a.ActiveAt.UnixMilli()); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
-	page := ThreadPage{Threads: out}
-	if len(out) > limit {
-		page.Threads = out[:limit:limit]
-		last := page.Threads[limit-1]
-		page.NextCursor = encodePageCursor(last.ActiveAt.UnixMilli(), last.ID)
-	}
-	return page, nil
+	sortThreads(out)
+	return cutPage(out, limit), nil
 }
 
 // DeleteThread implements Store. Followers of the thread's runs wake and find them gone.

@@ -101,12 +101,7 @@ func (s *RedisStore) ListThreads(ctx context.Context, q ThreadQuery) (ThreadPage
 			break
 		}
 	}
-	if len(page.Threads) > limit {
-		page.Threads = page.Threads[:limit:limit]
-		l := page.Threads[limit-1]
-		page.NextCursor = encodePageCursor(l.ActiveAt.UnixMilli(), l.ID)
-	}
-	return page, nil
+	return cutPage(page.Threads, limit), nil
 }
 
 // summaries reads the threads of index entries (two pipelined round trips) and removes the

@@ -134,7 +134,7 @@ func (h *Handler) serveThread(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, fmt.Errorf("replaying thread %q: %w", th.ID, err))
 		return
 	}
-	writeJSON(w, ThreadView{ThreadID: th.ID, RunID: run.RunID, Status: string(run.Status), Messages: messages, State: state})
+	writeJSON(w, ThreadView{ThreadID: recorder.ThreadIDOf(th.ID), RunID: run.RunID, Status: string(run.Status), Messages: messages, State: state})
 }
 
 // serveRuns answers the runs tree with statuses.
@@ -150,7 +150,7 @@ func (h *Handler) serveRuns(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	v := RunsView{ThreadID: th.ID, HeadRunID: th.LatestRunID, Runs: make([]RunView, len(runs))}
+	v := RunsView{ThreadID: recorder.ThreadIDOf(th.ID), HeadRunID: th.LatestRunID, Runs: make([]RunView, len(runs))}
 	for i, run := range runs {
 		v.Runs[i] = runView(run)
 	}
@@ -170,19 +170,19 @@ func (h *Handler) serveExport(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	w.Header().Set("Content-Disposition", `attachment; filename="thread-`+th.ID+`.json"`)
+	w.Header().Set("Content-Disposition", `attachment; filename="thread-`+recorder.ThreadIDOf(th.ID)+`.json"`)
 	writeJSON(w, doc)
 }
 
 // ExportThread reads a whole thread from the store as one export document (formatVersion 1).
-// It does no access check: the endpoints check the caller first, and the agui-proxy export
-// command reads the store as its operator.
+// threadID is the store key (recorder.ThreadKey); the document names the thread id. It does
+// no access check: the endpoints check the caller first.
 func ExportThread(ctx context.Context, store recorder.Store, threadID string) (ExportDoc, error) {
 	runs, err := store.Runs(ctx, threadID)
 	if err != nil {
 		return ExportDoc{}, err
 	}
-	doc := ExportDoc{FormatVersion: ExportFormatVersion, ThreadID: threadID, ExportedAt: time.Now().UTC()}
+	doc := ExportDoc{FormatVersion: ExportFormatVersion, ThreadID: recorder.ThreadIDOf(threadID), ExportedAt: time.Now().UTC()}
 	for _, run := range runs {
 		recs, err := store.Events(ctx, threadID, run.RunID, 0, 0)
 		if err != nil {
@@ -264,6 +264,10 @@ type ImportTarget struct {
 	ThreadID, Owner, Route string
 }
 
+// Key is the store key the thread is written under: its id in the namespace of its owner
+// and route (recorder.ThreadKey).
+func (to ImportTarget) Key() string { return recorder.ThreadKey(to.Owner, to.Route, to.ThreadID) }
+
 // ImportThread writes doc into store as the new thread to.ThreadID, owned by to.Owner on
 // to.Route (never what the document says). It does no access check: the import endpoint
 // checks the caller first, and the agui-proxy import command writes as the store's operator.
@@ -272,10 +276,11 @@ type ImportTarget struct {
 // problem.ErrThreadNotEmpty; a failed write removes the runs it created. Store errors are
 // mapped by problem.StoreErr. It returns the number of runs written.
 func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, doc ExportDoc) (int, error) {
-	threadID := to.ThreadID
-	if err := agui.ValidateID("threadId", threadID); err != nil {
+	if err := agui.ValidateID("threadId", to.ThreadID); err != nil {
 		return 0, err
 	}
+	// In the namespace of the owner and route: another owner's thread of this id is not seen.
+	threadID := to.Key()
 	batches, err := validateImport(doc)
 	if err != nil {
 		return 0, err
@@ -387,5 +392,5 @@ func (h *Handler) serveStop(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	writeJSONStatus(w, http.StatusAccepted, map[string]any{"threadId": th.ID, "runId": run.RunID, "stopping": true})
+	writeJSONStatus(w, http.StatusAccepted, map[string]any{"threadId": recorder.ThreadIDOf(th.ID), "runId": run.RunID, "stopping": true})
 }

@@ -217,7 +217,7 @@ func TestAttachErrors(t *testing.T) {
 	res := e.post(t, t.Context(), runtest.RunBody("own", "own-1", "chat", ""), alice)
 	all := readEvents(t, res.Body)
 	res.Body.Close()
-	runtest.WaitRunEnded(t, e.h.Store(), "own", "own-1")
+	runtest.WaitRunEnded(t, e.h.Store(), recorder.ThreadKey("alice", recorder.DefaultRoute, "own"), "own-1")
 	c, _ := recorder.ParseCursor(all[3].id)
 	wrongEpoch := recorder.Cursor{RunID: c.RunID, Epoch: "aaaaaaaa", Seq: c.Seq}.String()
 	tests := []struct {

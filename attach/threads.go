@@ -35,7 +35,7 @@ type ThreadListView struct {
 }
 
 func summaryView(t recorder.ThreadSummary) ThreadSummaryView {
-	return ThreadSummaryView{ThreadID: t.ID, Title: t.Title, CreatedAt: t.CreatedAt, ActiveAt: t.ActiveAt,
+	return ThreadSummaryView{ThreadID: recorder.ThreadIDOf(t.ID), Title: t.Title, CreatedAt: t.CreatedAt, ActiveAt: t.ActiveAt,
 		UpdatedAt: t.UpdatedAt, RunCount: t.RunCount, LatestRunID: t.LatestRunID, LatestStatus: string(t.LatestStatus)}
 }
 

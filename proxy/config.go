@@ -76,8 +76,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Logger receives structured logs. nil: discard.
 	Logger *slog.Logger
-	// Route names the route (room) this handler serves; a thread created through one route is
-	// refused on another with ThreadRoomMismatch. Default DefaultRoute.
+	// Route names the route (room) this handler serves; each route has its own namespace of
+	// thread ids (a thread id used through one route is unused through another). Default
+	// DefaultRoute.
 	Route string
 	// IdentityHeader names a request header set by a trusted auth gateway that identifies the
 	// caller; threads are owned by that identity, and other identities get 404. "" runs

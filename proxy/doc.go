@@ -13,9 +13,9 @@
 //
 // # How a run flows
 //
-// The run is registered in the Store first, through package thread (RunAlreadyStarted,
-// ThreadRoomMismatch, thread ownership and the ThreadBusy rule are checked atomically there,
-// in one store call). The outbound request gets a context of its own, so
+// The run is registered in the Store first, through package thread, in the caller's namespace
+// of thread ids (one per identity and route); RunAlreadyStarted and the ThreadBusy rule are
+// checked atomically there, in one store call. The outbound request gets a context of its own, so
 // a client that disconnects does not cancel the agent: the run's pump goroutine reads the
 // upstream stream to its end, gives every frame an id ("<runId>:<epoch>:<seq>", see
 // recorder.Cursor), records it through a recorder.Writer and publishes it to the run's

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
 // enrichRunStarted adds "parentRunId" and "input" to the upstream's RUN_STARTED when it lacks
@@ -16,7 +17,7 @@ func (r *run) enrichRunStarted(data []byte) []byte {
 	if json.Unmarshal(data, &members) != nil { // EventType said it is an object; be safe anyway
 		return data
 	}
-	if tid, rid := jsonString(members["threadId"]), jsonString(members["runId"]); tid != r.meta.ThreadID || rid != r.meta.RunID {
+	if tid, rid := jsonString(members["threadId"]), jsonString(members["runId"]); tid != recorder.ThreadIDOf(r.meta.ThreadID) || rid != r.meta.RunID {
 		r.h.log.LogAttrs(r.ctx, slog.LevelWarn, "the agent's RUN_STARTED names another thread or run; recorded under the request's ids",
 			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 			slog.String("upstream_thread_id", tid), slog.String("upstream_run_id", rid))
@@ -45,7 +46,7 @@ func (r *run) enrichRunStarted(data []byte) []byte {
 // something else: a recorded run always starts with RUN_STARTED.
 func (r *run) synthesizedRunStarted() []byte {
 	out := []byte(`{"type":"RUN_STARTED","threadId":`)
-	out = appendJSONString(out, r.meta.ThreadID)
+	out = appendJSONString(out, recorder.ThreadIDOf(r.meta.ThreadID))
 	out = append(out, `,"runId":`...)
 	out = appendJSONString(out, r.meta.RunID)
 	if r.parent != "" {

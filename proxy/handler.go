@@ -286,13 +286,13 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	for i, m := range in.Messages {
 		sent[i] = agui.MessageID(m)
 	}
-	known, err := h.threads.KnownMessageIDs(sctx, in.ThreadID, parent, sent)
+	known, err := h.threads.KnownMessageIDs(sctx, meta.ThreadID, parent, sent)
 	if err != nil {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "could not read the thread history; RUN_STARTED.input keeps every message",
 			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))
 	}
 
-	fwd, err := h.hydrate(sctx, in, parent, known)
+	fwd, err := h.hydrate(sctx, in, meta.ThreadID, parent, known)
 	if err != nil {
 		h.release(ctx, meta)
 		h.fail(w, r, err)
@@ -345,13 +345,13 @@ func (h *Handler) release(ctx context.Context, meta recorder.Run) {
 }
 
 // hydrate returns the input to forward to the agent: in itself, or a copy whose body holds
-// the stored branch's messages and state (Config.Hydrate, package hydrate). In the default
+// the stored branch (of thread key, through parent) messages and state (Config.Hydrate, package hydrate). In the default
 // mode the branch is read only when the request lacks a message the branch holds (known: the
 // branch's message ids; nil when they could not be read), so a client that sends the whole
 // conversation costs nothing more. A parent still running (concurrent runs) is not hydrated
 // from: its conversation is not settled. A branch with events missing in the store refuses the run
 // (problem.ErrHistoryIncomplete) rather than send the agent a shortened conversation.
-func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, parent string, known map[string]bool) (*agui.RunInput, error) {
+func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, key, parent string, known map[string]bool) (*agui.RunInput, error) {
 	mode := h.cfg.Hydrate
 	if mode == hydrate.ModeOff || parent == "" {
 		return in, nil
@@ -359,7 +359,7 @@ func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, parent string,
 	if mode == hydrate.ModeMissing && known != nil && !lacksKnown(in, known) {
 		return in, nil
 	}
-	branch, ended, err := h.threads.BranchInput(ctx, in.ThreadID, parent)
+	branch, ended, err := h.threads.BranchInput(ctx, key, parent)
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +452,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	res.Header.Del("Content-Length")
 	res.Header.Set("Cache-Control", "no-cache")
 	res.Header.Set("X-Accel-Buffering", "no")
-	res.Header.Set("X-Agui-Thread-Id", rn.meta.ThreadID)
+	res.Header.Set("X-Agui-Thread-Id", recorder.ThreadIDOf(rn.meta.ThreadID))
 	res.Header.Set("X-Agui-Run-Id", rn.meta.RunID)
 	return nil
 }

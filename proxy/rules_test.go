@@ -81,19 +81,28 @@ func TestRunAlreadyStarted(t *testing.T) {
 	}
 }
 
-// TestThreadRoomMismatch checks that a thread is bound to the route that created it.
-func TestThreadRoomMismatch(t *testing.T) {
+// TestRoutesHaveTheirOwnThreads checks that each route has its own namespace of thread ids: a
+// thread id used through one route is unused through another, and the two threads stay apart.
+func TestRoutesHaveTheirOwnThreads(t *testing.T) {
 	_, upstream := countingUpstream(t)
 	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
 	ha, pa := startProxy(t, upstream, Config{Store: store, Route: "room-a"})
-	_, pb := startProxy(t, upstream, Config{Store: store, Route: "room-b"})
+	hb, pb := startProxy(t, upstream, Config{Store: store, Route: "room-b"})
 	res := runtest.PostRun(t, t.Context(), pa.URL, `{"threadId":"t","runId":"r1","messages":[]}`, nil)
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	runtest.WaitRunEnded(t, ha.Store(), "t", "r1")
-	res = runtest.PostRun(t, t.Context(), pb.URL, `{"threadId":"t","runId":"r2","messages":[]}`, nil)
-	if p := runtest.DecodeProblem(t, res); res.StatusCode != http.StatusConflict || p.Code != CodeThreadRoomMismatch {
-		t.Errorf("POST through another route = %d %s, want 409 %s", res.StatusCode, p.Code, CodeThreadRoomMismatch)
+	runtest.WaitRunEnded(t, ha.Store(), recorder.ThreadKey("", "room-a", "t"), "r1")
+	res = runtest.PostRun(t, t.Context(), pb.URL, `{"threadId":"t","runId":"r1","messages":[]}`, nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("POST of the same ids through another route = %d, want 200 (a thread of its own)", res.StatusCode)
+	}
+	runtest.WaitRunEnded(t, hb.Store(), recorder.ThreadKey("", "room-b", "t"), "r1")
+	for _, route := range []string{"room-a", "room-b"} {
+		if runs, err := store.Runs(t.Context(), recorder.ThreadKey("", route, "t")); err != nil || len(runs) != 1 {
+			t.Errorf("thread t of %s = %d runs, %v; want 1", route, len(runs), err)
+		}
 	}
 }
 
@@ -120,7 +129,7 @@ func TestIdentity(t *testing.T) {
 	if hdr.Get("X-Agui-User") != "alice" || len(hdr["X_agui_user"]) != 0 {
 		t.Errorf("upstream saw identity headers %v, want only X-Agui-User: alice", hdr)
 	}
-	runtest.WaitRunEnded(t, h.Store(), "owned", "r1")
+	runtest.WaitRunEnded(t, h.Store(), recorder.ThreadKey("alice", DefaultRoute, "owned"), "r1")
 
 	tests := []struct {
 		name   string
@@ -128,11 +137,18 @@ func TestIdentity(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"other identity", http.Header{"X-Agui-User": {"bob"}}, 404, CodeThreadNotFound},
 		{"look-alike only", http.Header{"X_agui_user": {"alice"}}, 401, CodeIdentityRequired},
 		{"anonymous", nil, 401, CodeIdentityRequired},
 		{"duplicated", http.Header{"X-Agui-User": {"alice", "bob"}}, 400, CodeInvalidIdentity},
 	}
+	// Another identity using the same thread id gets a thread of its own, as for an unused id.
+	res = run("r1", http.Header{"X-Agui-User": {"bob"}})
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("another identity's run on the same ids = %d, want 200", res.StatusCode)
+	}
+	runtest.WaitRunEnded(t, h.Store(), recorder.ThreadKey("bob", DefaultRoute, "owned"), "r1")
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := run("x"+string(rune('a'+i)), tt.hdr)

@@ -15,21 +15,23 @@
 //
 // # Redis key layout
 //
-// All keys of a thread share one Redis Cluster hash tag, the thread id, and are built from one
-// template (keys.go: key), after agui.ValidateID refused every id holding '{', '}',
-// whitespace, control or glob characters:
+// All keys of a thread share one Redis Cluster hash tag, the thread key (ThreadKey: the id in
+// the namespace of its owner and route, "<tag>/<threadId>", or the bare id for the
+// single-tenant default route), and are built from one template (keys.go: key), after
+// validateThreadKey and agui.ValidateID refused every key or id holding '{', '}', whitespace,
+// control or glob characters:
 //
-//	<prefix>:{<threadId>}:thread             hash    owner, route, created (ms)
-//	<prefix>:{<threadId>}:runs               list    run ids in creation order
-//	<prefix>:{<threadId>}:run:<runId>        hash    epoch, parent, status, detail, route,
+//	<prefix>:{<threadKey>}:thread            hash    owner, route, created (ms)
+//	<prefix>:{<threadKey>}:runs              list    run ids in creation order
+//	<prefix>:{<threadKey>}:run:<runId>       hash    epoch, parent, status, detail, route,
 //	                                                 owner, created, updated, last, gaps,
 //	                                                 node, lease (ms), stop ("1" once requested),
 //	                                                 compacted (ms, once compacted at rest)
-//	<prefix>:{<threadId>}:events:<runId>     stream  entry id "<seq>-0", fields t (type), f (frame)
-//	<prefix>:{<threadId>}:checkpoint:<runId> string  the run's checkpoint
+//	<prefix>:{<threadKey>}:events:<runId>    stream  entry id "<seq>-0", fields t (type), f (frame)
+//	<prefix>:{<threadKey>}:checkpoint:<runId> string the run's checkpoint
 //	<prefix>:{#index/<hash>}:threads         zset    the thread index of one owner on one
 //	                                                 route (hash: indexTag), member thread
-//	                                                 id, score its latest run start (ms)
+//	                                                 key, score its latest run start (ms)
 //
 // The kind word follows the closing brace and the run id comes last, so ids containing ':'
 // cannot alias another key (FuzzKey checks it). The prefix may not contain braces.

@@ -107,7 +107,7 @@ func decodePageCursor(c string) (p pagePos, ok bool, err error) {
 		return pagePos{}, false, nil
 	}
 	bad := fmt.Errorf("%w: %q", ErrInvalidPageCursor, truncate(c, 64))
-	if len(c) > 2*agui.MaxIDLength+64 {
+	if len(c) > 2*(agui.MaxIDLength+nsTagLen)+64 {
 		return pagePos{}, false, bad
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(c)
@@ -119,7 +119,7 @@ func decodePageCursor(c string) (p pagePos, ok bool, err error) {
 		return pagePos{}, false, bad
 	}
 	ms, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || ms < 0 || agui.ValidateID("threadId", parts[2]) != nil {
+	if err != nil || ms < 0 || validateThreadKey(parts[2]) != nil {
 		return pagePos{}, false, bad
 	}
 	return pagePos{ms: ms, id: parts[2]}, true, nil

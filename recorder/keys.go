@@ -39,8 +39,8 @@ func validatePrefix(p string) error {
 	return nil
 }
 
-// threadBase returns "<prefix>:{<threadId>}:", the part every key of the thread starts with.
-// The thread id is the whole Redis Cluster hash tag, so all of a thread's keys live in one
+// threadBase returns "<prefix>:{<threadKey>}:", the part every key of the thread starts with.
+// The thread key (ThreadKey) is the whole Redis Cluster hash tag, so all of a thread's keys live in one
 // slot and a Lua script may touch them together. Lua scripts that reach the keys of other runs
 // (the TTL refresh in create_run.lua and finish_run.lua) receive this base as an argument and
 // append "run:", "events:" or "checkpoint:" plus a run id exactly as key does.
@@ -48,9 +48,9 @@ func threadBase(prefix, threadID string) string {
 	return prefix + ":{" + threadID + "}:"
 }
 
-// key is the ONE place a Redis key is built. threadID and runID must have passed
-// agui.ValidateID (see keysFor): the id alphabet excludes '{' and '}', so the hash tag is
-// exactly the thread id, and since the kind follows the closing brace and the run id is last,
+// key is the ONE place a Redis key is built. threadID must have passed validateThreadKey and
+// runID agui.ValidateID (see keysFor): neither admits '{' or '}', so the hash tag is exactly
+// the thread key, and since the kind follows the closing brace and the run id is last,
 // two distinct (thread, kind, run) triples can never produce the same key.
 func key(prefix, threadID, kind, runID string) string {
 	b := threadBase(prefix, threadID) + kind
@@ -65,9 +65,9 @@ type runKeys struct {
 	base, thread, runs, run, events, checkpoint string
 }
 
-// threadKeys validates the thread id and returns the thread-level keys (run keys empty).
+// threadKeys validates the thread key and returns the thread-level keys (run keys empty).
 func threadKeys(prefix, threadID string) (runKeys, error) {
-	if err := agui.ValidateID("threadId", threadID); err != nil {
+	if err := validateThreadKey(threadID); err != nil {
 		return runKeys{}, err
 	}
 	return runKeys{

@@ -155,7 +155,7 @@ func (m *MemoryStore) check() error {
 
 // validateRun checks the ids (and epoch) a write needs before it touches the maps.
 func validateRun(run Run) error {
-	if err := agui.ValidateID("threadId", run.ThreadID); err != nil {
+	if err := validateThreadKey(run.ThreadID); err != nil {
 		return err
 	}
 	if err := agui.ValidateID("runId", run.RunID); err != nil {
@@ -172,9 +172,9 @@ func validateRun(run Run) error {
 	return nil
 }
 
-// validateIDs checks a thread id and, unless runID is nil, a run id.
+// validateIDs checks a thread key and, unless runID is nil, a run id.
 func validateIDs(threadID string, runID *string) error {
-	if err := agui.ValidateID("threadId", threadID); err != nil {
+	if err := validateThreadKey(threadID); err != nil {
 		return err
 	}
 	if runID == nil {

@@ -52,7 +52,8 @@ func TestKeySlot(t *testing.T) {
 	c := redistest.SharedCluster(t)
 	cl := c.Client()
 	defer cl.Close()
-	for _, k := range []string{"agui:{th-1}:events:r", "agui:{}:x", "plain", "a{b", "{a}{b}", "agui:{123456789}:run:x", "{user1000}.following"} {
+	for _, k := range []string{"agui:{th-1}:events:r", "agui:{}:x", "plain", "a{b", "{a}{b}", "agui:{123456789}:run:x", "{user1000}.following",
+		"agui:{0123456789abcdef0123456789abcdef/th-1}:events:r", "agui:{#index/0123456789abcdef0123456789abcdef}:threads"} {
 		want, err := cl.ClusterKeySlot(t.Context(), k).Result()
 		if err != nil {
 			t.Fatal(err)

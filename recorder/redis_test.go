@@ -76,6 +76,41 @@ func TestRedisKeyLayout(t *testing.T) {
 	if err != nil || len(ids) != 1 || ids[0].ID != "1-0" || ids[0].Values["t"] != "A" || ids[0].Values["f"] != "x" {
 		t.Errorf("stream entries = %v, %v, want one entry 1-0 {t:A f:x}", ids, err)
 	}
+
+	// The same ids in an owner's namespace: every key hashes on the whole thread key (tag and
+	// id), and the identity appears in no key.
+	owner, route := "alice@example.com", "/agents/a"
+	k := recorder.ThreadKey(owner, route, "th:1")
+	r = recorder.Run{ThreadID: k, RunID: "run:1", Epoch: recorder.NewEpoch(), Owner: owner, Route: route}
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: 1, Type: "B", Frame: []byte("y")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutCheckpoint(ctx, k, "run:1", []byte("cp2")); err != nil {
+		t.Fatal(err)
+	}
+	tag := recorder.IndexTag(owner, route)
+	got = strings.Join(sortedKeys(keysUnder(t, c, "app:v1")), " ")
+	want = "app:v1:{#index/" + recorder.IndexTag("", "") + "}:threads app:v1:{#index/" + tag + "}:threads " +
+		"app:v1:{" + tag + "/th:1}:checkpoint:run:1 app:v1:{" + tag + "/th:1}:events:run:1 app:v1:{" + tag + "/th:1}:run:run:1 " +
+		"app:v1:{" + tag + "/th:1}:runs app:v1:{" + tag + "/th:1}:thread " +
+		"app:v1:{th:1}:checkpoint:run:1 app:v1:{th:1}:events:run:1 app:v1:{th:1}:run:run:1 app:v1:{th:1}:runs app:v1:{th:1}:thread"
+	if got != want {
+		t.Errorf("keys = %s, want %s", got, want)
+	}
+	if strings.Contains(got, "alice") {
+		t.Errorf("a key holds the identity: %s", got)
+	}
+	for _, key := range keysUnder(t, c, "app:v1") {
+		if strings.Contains(key, "/th:1}") && recorder.KeySlot(key) != recorder.KeySlot("{"+k+"}") {
+			t.Errorf("key %s is not in the thread's slot", key)
+		}
+	}
+	if cp, err := s.Checkpoint(ctx, "th:1", "run:1"); err != nil || string(cp) != "cp" {
+		t.Errorf("Checkpoint of the bare id = %q, %v; the namespaced thread touched it", cp, err)
+	}
 }
 
 func sortedKeys(k []string) []string {
@@ -96,7 +131,7 @@ func TestRedisHostileIDsReachNoKey(t *testing.T) {
 	c := srv.Client(t)
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "h"})
 	before, _ := c.Info(t.Context(), "commandstats").Result()
-	for _, id := range recordertest.HostileIDs {
+	for _, id := range append(recordertest.HostileIDs, recordertest.NamespaceHostileKeys...) {
 		s.CreateRun(t.Context(), recorder.Run{ThreadID: id, RunID: "r", Epoch: recorder.NewEpoch()}, recorder.CreateOptions{})
 		s.Append(t.Context(), []recorder.Batch{{Run: recorder.Run{ThreadID: "t", RunID: id, Epoch: recorder.NewEpoch()}}})
 		s.Events(t.Context(), id, "r", 0, 0)

@@ -8,10 +8,17 @@
 //
 // Service.Identify reads the caller's identity from the configured header, once per request
 // (the proxy stores it on the request context with WithOwner; Service.Owner reads it back).
-// Service.Access and Service.AccessRun are the one owner-and-route check: a thread owned by
-// another identity answers exactly like an unknown one (recorder.ErrThreadNotFound), a thread
-// of another route answers recorder.ErrThreadRoomMismatch, and in multi-tenant mode an
-// anonymous caller gets problem.ErrIdentityRequired.
+// Every owner (identity; in single-tenant mode the one owner "") on every route has its own
+// namespace of thread ids: the store files a thread under its key, Service.Key (see
+// recorder.ThreadKey). Two owners can both use thread id "t", and whatever another owner's
+// request does with an id (a run POST, an import, a read, a delete) gets exactly what an
+// unused id gets, because it reaches its own namespace only. Service.Access and
+// Service.AccessRun look a thread up in the caller's namespace and return it with Thread.ID
+// the key; in multi-tenant mode an anonymous caller gets problem.ErrIdentityRequired.
+//
+// Thread ids come in from clients (Access, AccessRun, StartRun, Delete take them); every
+// other method taking a threadID takes the store key, Thread.ID or Run.ThreadID as the store
+// returned them. What a client reads names the id (recorder.ThreadIDOf), never the key.
 //
 // # Branches and checkpoints
 //
@@ -27,8 +34,8 @@
 //
 // # Starting and ending runs
 //
-// Service.StartRun registers a run in one store call (recorder.Store.CreateRun): owner, route,
-// duplicate run id, parent and the busy rule (one running run per thread unless
+// Service.StartRun registers a run in one store call (recorder.Store.CreateRun): duplicate
+// run id, parent and the busy rule (one running run per thread unless
 // Config.AllowConcurrentRuns) are checked atomically in the store, so of two concurrent starts
 // exactly one wins; a run without parentRunId continues the thread's latest run. Together with
 // Service.KnownMessageIDs (one small checkpoint read when the parent has a checkpoint and the

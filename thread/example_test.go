@@ -52,18 +52,20 @@ func Example() {
 		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"Hello"}`,
 		`{"type":"TEXT_MESSAGE_END","messageId":"m1"}`,
 		`{"type":"RUN_FINISHED","threadId":"t1","runId":"r1"}`)
-	threads.Checkpoint(ctx, "t1", "r1")
+	// Past the access check, threads are named by their store key (the id in alice's
+	// namespace), as StartRun returned it.
+	threads.Checkpoint(ctx, r1.ThreadID, "r1")
 
 	// The next run continues the latest one; the messages its client already holds are known.
 	r2, _ := threads.StartRun(ctx, recorder.Run{ThreadID: "t1", RunID: "r2", Owner: "alice"})
-	held, _ := threads.MessageIDs(ctx, "t1", r2.ParentRunID)
+	held, _ := threads.MessageIDs(ctx, r2.ThreadID, r2.ParentRunID)
 	fmt.Println(r2.ParentRunID, slices.Sorted(maps.Keys(held)))
 
-	// Another identity's thread answers like an unknown one.
+	// Every identity has its own thread ids: to another identity, alice's t1 is unknown.
 	_, err = threads.Access(ctx, "mallory", "t1")
 	fmt.Println(errors.Is(err, recorder.ErrThreadNotFound))
 
-	branch, _ := threads.Branch(ctx, "t1", "r1")
+	branch, _ := threads.Branch(ctx, r1.ThreadID, "r1")
 	for _, e := range branch {
 		fmt.Println(string(e.Raw))
 	}

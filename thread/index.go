@@ -10,6 +10,7 @@ import (
 
 // Threads returns one page of owner's threads on this route, most recently active first
 // (recorder.Store.ListThreads). q's Owner and Route are set here, never taken from the caller.
+// Each summary's ID is the store key (recorder.ThreadIDOf gives the id).
 func (s *Service) Threads(ctx context.Context, owner string, q recorder.ThreadQuery) (recorder.ThreadPage, error) {
 	if err := s.Caller(owner); err != nil {
 		return recorder.ThreadPage{}, err
@@ -19,8 +20,9 @@ func (s *Service) Threads(ctx context.Context, owner string, q recorder.ThreadQu
 	return page, problem.StoreErr(err)
 }
 
-// Delete removes owner's thread with all its runs (recorder.Store.DeleteThread): a thread of
-// another owner or route answers recorder.ErrThreadNotFound, one with a running run
+// Delete removes owner's thread threadID with all its runs (recorder.Store.DeleteThread), in
+// owner's namespace: another owner's thread of the same id is not touched, the answer is
+// recorder.ErrThreadNotFound as for an unused id. A thread with a running run answers
 // recorder.ErrThreadBusy (stop the run first).
 func (s *Service) Delete(ctx context.Context, owner, threadID string) error {
 	if err := agui.ValidateID("threadId", threadID); err != nil {
@@ -29,5 +31,5 @@ func (s *Service) Delete(ctx context.Context, owner, threadID string) error {
 	if err := s.Caller(owner); err != nil {
 		return err
 	}
-	return problem.StoreErr(s.store.DeleteThread(ctx, threadID, owner, s.cfg.Route))
+	return problem.StoreErr(s.store.DeleteThread(ctx, s.Key(owner, threadID), owner, s.cfg.Route))
 }

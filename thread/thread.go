@@ -19,7 +19,7 @@ import (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultRoute      = "default"
+	DefaultRoute      = recorder.DefaultRoute
 	DefaultLeaseGrace = 2 * time.Second
 )
 
@@ -29,8 +29,8 @@ type Config struct {
 	Store recorder.Store
 	// Logger receives structured logs. nil: discard.
 	Logger *slog.Logger
-	// Route is the route (room) of the threads served: a thread created through another
-	// route answers recorder.ErrThreadRoomMismatch. Default DefaultRoute.
+	// Route is the route (room) of the threads served; each route has its own namespace of
+	// thread ids (Key). Default DefaultRoute.
 	Route string
 	// IdentityHeader names the request header that identifies the caller (canonical form).
 	// "": single-tenant, every caller may use every thread of the route.
@@ -97,6 +97,13 @@ func (s *Service) Route() string { return s.cfg.Route }
 // CompactOptions returns the compaction options of branches and checkpoints.
 func (s *Service) CompactOptions() compact.Options { return s.cfg.Compact }
 
+// Key returns the store key of owner's thread threadID on this route
+// (recorder.ThreadKey): every owner and route has its own namespace of thread ids. Every
+// thread id this package passes to the store is a key; recorder.ThreadIDOf gives back the id.
+func (s *Service) Key(owner, threadID string) string {
+	return recorder.ThreadKey(owner, s.cfg.Route, threadID)
+}
+
 // MultiTenant reports whether callers need an identity.
 func (s *Service) MultiTenant() bool { return s.cfg.IdentityHeader != "" }
 
@@ -130,9 +137,10 @@ func (s *Service) Caller(owner string) error {
 	return nil
 }
 
-// Access returns the thread if owner may use it: it exists, belongs to owner (a foreign
-// thread answers exactly like an unknown one) and to this route. Store errors other than the
-// sentinels come back as problem.ErrStoreUnavailable.
+// Access returns owner's thread threadID on this route, looked up in owner's namespace (Key),
+// so another owner's thread of the same id is not even read: it answers exactly like an
+// unused id. The returned Thread.ID is the store key. Store errors other than the sentinels
+// come back as problem.ErrStoreUnavailable.
 func (s *Service) Access(ctx context.Context, owner, threadID string) (recorder.Thread, error) {
 	if err := agui.ValidateID("threadId", threadID); err != nil {
 		return recorder.Thread{}, err
@@ -140,10 +148,12 @@ func (s *Service) Access(ctx context.Context, owner, threadID string) (recorder.
 	if err := s.Caller(owner); err != nil {
 		return recorder.Thread{}, err
 	}
-	th, err := s.store.Thread(ctx, threadID)
+	th, err := s.store.Thread(ctx, s.Key(owner, threadID))
 	if err != nil {
 		return th, problem.StoreErr(err)
 	}
+	// The namespace already keeps other owners and routes out; these checks guard records
+	// written under a key of the wrong namespace (see docs/design.md, upgrading).
 	if th.Owner != owner {
 		return recorder.Thread{}, fmt.Errorf("%w: %q", recorder.ErrThreadNotFound, threadID)
 	}
@@ -176,17 +186,21 @@ func (s *Service) createOptions() recorder.CreateOptions {
 	return recorder.CreateOptions{Exclusive: !s.cfg.AllowConcurrentRuns, LeaseGrace: s.cfg.LeaseGrace, ContinueLatest: true}
 }
 
-// StartRun registers run (ThreadID, RunID, Owner required; ParentRunID, Node and LeaseUntil
-// as the caller has them) in one store call and returns it as stored: the route, a fresh
-// epoch, status running and, when it had no ParentRunID, the thread's latest run as its
-// parent. Errors: problem.ErrIdentityRequired, recorder.ErrThreadNotFound (another identity's
-// thread), ErrThreadRoomMismatch, ErrRunAlreadyStarted, ErrRunNotFound (unknown parent),
+// StartRun registers run (ThreadID as the client sent it, RunID, Owner required;
+// ParentRunID, Node and LeaseUntil as the caller has them) in owner's namespace in one store
+// call and returns it as stored: ThreadID the store key (Key), the route, a fresh epoch,
+// status running and, when it had no ParentRunID, the thread's latest run as its parent.
+// Errors: problem.ErrIdentityRequired, ErrRunAlreadyStarted, ErrRunNotFound (unknown parent),
 // ErrThreadBusy, problem.ErrStoreUnavailable.
 func (s *Service) StartRun(ctx context.Context, run recorder.Run) (recorder.Run, error) {
 	if err := s.Caller(run.Owner); err != nil {
 		return run, err
 	}
+	if err := agui.ValidateID("threadId", run.ThreadID); err != nil {
+		return run, err
+	}
 	now := time.Now()
+	run.ThreadID = s.Key(run.Owner, run.ThreadID)
 	run.Route, run.Status, run.CreatedAt, run.UpdatedAt = s.cfg.Route, recorder.StatusRunning, now, now
 	if run.Epoch == "" {
 		run.Epoch = recorder.NewEpoch()
@@ -204,7 +218,7 @@ func (s *Service) StartRun(ctx context.Context, run recorder.Run) (recorder.Run,
 // ErrStopped is the cause a run's context is cancelled with when it is stopped on request.
 var ErrStopped = errors.New("the run was stopped on request")
 
-// Pumping registers a run this process pumps: Stop cancels it by calling cancel, and hub is the
+// Pumping registers a run this process pumps (threadID is the store key, Run.ThreadID): Stop cancels it by calling cancel, and hub is the
 // live hub its pump publishes every event to (attachers in this process read it there). Call
 // hub.End when the run ended, then release when the pump ends.
 func (s *Service) Pumping(threadID, runID string, cancel func()) (hub *live.Hub, release func()) {

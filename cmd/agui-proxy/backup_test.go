@@ -42,7 +42,7 @@ func seedThreads(t *testing.T, store recorder.Store) []string {
 		res := runtest.PostRun(t, t.Context(), px.URL+"/", runtest.RunBody(thread, run, scenario), http.Header{"X-User": {user}})
 		io.Copy(io.Discard, res.Body)
 		res.Body.Close()
-		runtest.WaitRunEnded(t, store, thread, run)
+		runtest.WaitRunEnded(t, store, recorder.ThreadKey(user, route, thread), run)
 	}
 	post("default", "alice", "t1", "r1", "chat")
 	post("default", "alice", "t1", "r2", "chat")
@@ -205,7 +205,7 @@ func TestExportFilters(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openRedis(t, srv)
 	seedThreads(t, s)
-	t3, err := s.Run(t.Context(), "t3", "r1")
+	t3, err := s.Run(t.Context(), recorder.ThreadKey("bob", "/b", "t3"), "r1")
 	s.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -355,7 +355,7 @@ func (im *importer) importLine(line []byte) error {
 			return nil
 		}
 		if im.store != nil {
-			if _, err := im.store.Thread(im.ctx, to.ThreadID); err == nil {
+			if _, err := im.store.Thread(im.ctx, to.Key()); err == nil {
 				return im.existing(to, doc)
 			} else if !errors.Is(err, recorder.ErrThreadNotFound) {
 				return err
@@ -385,10 +385,10 @@ func (im *importer) importLine(line []byte) error {
 // owner, route and run ids in the same order: an earlier import of the same line) or a
 // conflict (refused; nothing is changed).
 func (im *importer) existing(to attach.ImportTarget, doc attach.ExportDoc) error {
-	th, err := im.store.Thread(im.ctx, to.ThreadID)
+	th, err := im.store.Thread(im.ctx, to.Key())
 	var runs []recorder.Run
 	if err == nil {
-		runs, err = im.store.Runs(im.ctx, to.ThreadID)
+		runs, err = im.store.Runs(im.ctx, to.Key())
 	}
 	if errors.Is(err, recorder.ErrThreadNotFound) {
 		// Deleted or expired since: a new import attempt would succeed.

@@ -105,7 +105,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 		}
 	}
 	// One proxy.Handler per route, all recording into the one store. A route is a "room":
-	// a thread created through one is refused on another (ThreadRoomMismatch).
+	// it has its own namespace of thread ids (recorder.ThreadKey).
 	routeList, _ := cfg.routes() // validated
 	var fl fleet
 	for _, rt := range routeList {

@@ -328,9 +328,10 @@ func (e *env) waitEnded(t *testing.T, thread string, hdr ...string) runsView {
 
 type runsView struct {
 	Runs []struct {
-		RunID  string `json:"runId"`
-		Status string `json:"status"`
-		Events int64  `json:"events"`
+		RunID       string `json:"runId"`
+		ParentRunID string `json:"parentRunId"`
+		Status      string `json:"status"`
+		Events      int64  `json:"events"`
 	} `json:"runs"`
 }
 

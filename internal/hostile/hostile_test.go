@@ -63,6 +63,7 @@ func TestHostileCaseCount(t *testing.T) {
 	if len(cases) < 60 {
 		t.Fatalf("%d hostile cases, want at least 60", len(cases))
 	}
+	t.Logf("%d hostile cases, each on the memory, disk and Redis stores", len(cases))
 	seen := map[string]bool{}
 	for _, c := range cases {
 		k := c.class + "/" + c.name
@@ -417,7 +418,7 @@ var cases = []tcase{
 		r := e.get(t, "/agui/threads/"+th+"/events", append(e.as("mallory"), "Last-Event-ID", live[1].id)...)
 		problemOf(t, r, 404, "")
 	}},
-	{class: "foreign-identity", name: "run-post-like-unused", multi: true, pending: "shared-namespace: thread ids are one namespace across owners", run: func(t *testing.T, e *env) {
+	{class: "foreign-identity", name: "run-post-like-unused", multi: true, run: func(t *testing.T, e *env) {
 		// Another identity starting a run on alice's thread id gets what an unused id gets (a
 		// run of its own), and alice's thread is untouched.
 		th := e.id("t")
@@ -432,7 +433,7 @@ var cases = []tcase{
 			t.Fatalf("alice's thread has %d runs, want 1", len(v.Runs))
 		}
 	}},
-	{class: "foreign-identity", name: "import-like-unused", multi: true, pending: "shared-namespace: thread ids are one namespace across owners", run: func(t *testing.T, e *env) {
+	{class: "foreign-identity", name: "import-like-unused", multi: true, run: func(t *testing.T, e *env) {
 		th := e.id("t")
 		e.run(t, th, e.id("r"), nil, e.as("alice")...)
 		e.waitEnded(t, th, e.as("alice")...)

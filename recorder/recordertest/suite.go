@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) recorder.Store) {
 		{"DeleteRun", testDeleteRun},
 		{"NotFound", testNotFound},
 		{"HostileIDs", testHostileIDs},
+		{"Namespaces", testNamespaces},
 		{"InvalidEpoch", testInvalidEpoch},
 		{"Concurrency", testConcurrency},
 		{"Retention", testRetention},
@@ -785,11 +786,15 @@ var HostileIDs = []string{
 	"é", "../x", "a/b", "a\"b", strings.Repeat("a", 10<<10), strings.Repeat("a", agui.MaxIDLength+1),
 }
 
+// hostileThreadKeys are the thread keys the suite's hostile cases try: HostileIDs and
+// NamespaceHostileKeys.
+func hostileThreadKeys() []string { return append(slices.Clone(HostileIDs), NamespaceHostileKeys...) }
+
 func testHostileIDs(t *testing.T, s recorder.Store) {
 	ctx := t.Context()
 	mustCreate(t, s, newRun("t1", "r1"))
-	for _, id := range HostileIDs {
-		name := fmt.Sprintf("%.20q", id)
+	for _, id := range hostileThreadKeys() {
+		name := fmt.Sprintf("%.40q", id)
 		check := func(call string, err error) {
 			t.Helper()
 			if !errors.Is(err, agui.ErrInvalidID) {

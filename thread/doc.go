@@ -32,6 +32,10 @@
 // thread, not with the square of its runs; each carries a checksum (a damaged one is rebuilt
 // from the events, never served) and the count and hash of its branch's message ids.
 //
+// Compaction at rest (rest.go): Service.CompactRun replaces an ended run's raw events by their
+// merged form (compact.Concat) once it is checked to replay the same, and RestSweeper runs it
+// over every thread of a store for runs older than an age (AGUI_COMPACT_AFTER).
+//
 // # Starting and ending runs
 //
 // Service.StartRun registers a run in one store call (recorder.Store.CreateRun): duplicate
@@ -57,5 +61,5 @@
 //
 // New per-thread rules go on Service (access, branch or run life cycle) with their store
 // operation on recorder.Store; the doors should stay translations. A Service is safe for
-// concurrent use and starts no goroutine.
+// concurrent use and starts no goroutine (RestSweeper.Run runs in its caller's).
 package thread

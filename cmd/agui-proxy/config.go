@@ -28,6 +28,7 @@ type config struct {
 	MemoryMaxBytes        int64         `env:"AGUI_MEMORY_MAX_BYTES" envDefault:"1073741824" desc:"bound of the in-memory store: above it the least recently written threads without a running run are evicted whole (metric agui_proxy_store_evictions_total); 0: no bound"`
 	RedisPrefix           string        `env:"AGUI_REDIS_PREFIX" envDefault:"agui" desc:"prefix of every Redis key"`
 	RetentionTTL          time.Duration `env:"AGUI_RETENTION_TTL" envDefault:"0s" desc:"how long a thread's records live after its last write (0: forever)"`
+	CompactAfter          time.Duration `env:"AGUI_COMPACT_AFTER" envDefault:"0s" desc:"compaction at rest: a run ended longer ago than this has its events replaced by their merged form (each message's and tool call's deltas joined; metric agui_proxy_store_compactions_total); prelude, history, ?run= and export stay the same, a resume from an event id inside such a run gets the full history with resume_failed. 0: off"`
 	RetentionMaxEvents    int64         `env:"AGUI_RETENTION_MAX_EVENTS" envDefault:"0" desc:"events kept per run, oldest trimmed first (0: all)"`
 	Durability            string        `env:"AGUI_DURABILITY" envDefault:"async" desc:"async: forward at once, record in the background; sync: forward an event only once it is stored"`
 	RecorderBuffer        int           `env:"AGUI_RECORDER_BUFFER" envDefault:"65536" desc:"events that may wait for the store, across the runs of one route (each route has its own recorder); when full, runs are slowed to the store's pace"`
@@ -125,6 +126,9 @@ func (c config) validate() error {
 	}
 	if !strings.HasPrefix(c.AttachPrefix, "/") || !strings.HasSuffix(c.AttachPrefix, "/") || len(c.AttachPrefix) < 2 {
 		errs = append(errs, fmt.Errorf("AGUI_ATTACH_PREFIX %q must start and end with / and not be /", c.AttachPrefix))
+	}
+	if c.CompactAfter < 0 {
+		errs = append(errs, fmt.Errorf("AGUI_COMPACT_AFTER %s is negative", c.CompactAfter))
 	}
 	if c.MemoryMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("AGUI_MEMORY_MAX_BYTES %d is negative", c.MemoryMaxBytes))

@@ -150,6 +150,18 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 		}
 		fl = append(fl, routeHandler{route: rt, h: h})
 	}
+	restCtx, stopRest := context.WithCancel(ctx)
+	var restReg prometheus.Registerer
+	if reg != nil {
+		restReg = reg
+	}
+	waitRest, err := startRestCompaction(restCtx, cfg, store, log, restReg)
+	if err != nil {
+		stopRest()
+		fl.shutdown(context.Background())
+		return err
+	}
+	defer func() { stopRest(); waitRest() }() // before the store closes
 	srv := &http.Server{
 		Handler:           fl.mux(reg),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,

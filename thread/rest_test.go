@@ -1,0 +1,180 @@
+package thread_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/thread"
+)
+
+// textRun is one chat turn streamed in several content deltas (what compaction at rest merges)
+// with a tool call whose arguments arrive in pieces.
+func textRun(threadID, runID, msgID string) []string {
+	return []string{
+		fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":%q,"input":{"threadId":%q,"runId":%q,"messages":[{"id":"u-%s","role":"user","content":"q"}],"tools":[],"context":[],"state":{},"forwardedProps":{}}}`,
+			threadID, runID, threadID, runID, msgID),
+		fmt.Sprintf(`{"type":"TEXT_MESSAGE_START","messageId":%q,"role":"assistant"}`, msgID),
+		fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":"Hello"}`, msgID),
+		fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":", I am"}`, msgID),
+		fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":" streaming <this> & that"}`, msgID),
+		fmt.Sprintf(`{"type":"TEXT_MESSAGE_END","messageId":%q}`, msgID),
+		fmt.Sprintf(`{"type":"TOOL_CALL_START","toolCallId":"c-%s","toolCallName":"get","parentMessageId":%q}`, msgID, msgID),
+		fmt.Sprintf(`{"type":"TOOL_CALL_ARGS","toolCallId":"c-%s","delta":"{\"city\":"}`, msgID),
+		fmt.Sprintf(`{"type":"TOOL_CALL_ARGS","toolCallId":"c-%s","delta":"\"Paris\"}"}`, msgID),
+		fmt.Sprintf(`{"type":"TOOL_CALL_END","toolCallId":"c-%s"}`, msgID),
+		fmt.Sprintf(`{"type":"RUN_FINISHED","threadId":%q,"runId":%q}`, threadID, runID),
+	}
+}
+
+// restStores returns the stores compaction at rest is tested on.
+func restStores(t *testing.T) map[string]recorder.Store {
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	t.Cleanup(func() { mem.Close() })
+	disk, err := recorder.OpenDiskStore(t.Context(), recorder.DiskConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disk.Close() })
+	srv := redistest.Start(t)
+	rs, err := recorder.NewRedisStore(t.Context(), recorder.RedisConfig{URL: srv.URL(), Prefix: "rest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return map[string]recorder.Store{"memory": mem, "disk": disk, "redis": rs}
+}
+
+type replayed struct{ messages, state string }
+
+func replayBranch(t *testing.T, s *thread.Service, runID string) replayed {
+	t.Helper()
+	evs, err := s.Branch(t.Context(), "t", runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, st, err := compact.Replay(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return replayed{string(m), string(st)}
+}
+
+// TestCompactAtRest, on the memory, disk and Redis stores: a sweep replaces the ended runs'
+// events by fewer merged ones with a new epoch; a run with state deltas and a running run stay
+// as they are; every branch replays to the same messages and state afterwards, read from the
+// checkpoints and rebuilt from the events alone; the held message ids are the same; a second
+// sweep finds nothing to do; two sweepers at once compact each run once.
+func TestCompactAtRest(t *testing.T) {
+	for name, store := range restStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			s := newService(t, thread.Config{Store: store})
+			for i := 1; i <= 3; i++ {
+				recordRun(t, s, "t", fmt.Sprintf("r%d", i), "", textRun("t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))...)
+			}
+			recordRun(t, s, "t", "r4", "", chatRun("t", "r4", "m4")...) // STATE_DELTA: kept raw
+			recordRun(t, s, "t", "r5", "", textRun("t", "r5", "m5")...)
+			if _, err := s.StartRun(ctx, recorder.Run{ThreadID: "t", RunID: "live"}); err != nil {
+				t.Fatal(err)
+			}
+			runs := []string{"r1", "r2", "r3", "r4", "r5"}
+			before := map[string]replayed{}
+			beforeRuns := map[string]recorder.Run{}
+			for _, r := range runs {
+				before[r] = replayBranch(t, s, r)
+				beforeRuns[r], _ = store.Run(ctx, "t", r)
+			}
+			wantIDs, err := s.MessageIDs(ctx, "t", "r5")
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			var mu sync.Mutex
+			results := map[thread.RestResult]int{}
+			count := func(r thread.RestResult) { mu.Lock(); results[r]++; mu.Unlock() }
+			sweepers := make([]*thread.RestSweeper, 2)
+			for i := range sweepers {
+				if sweepers[i], err = thread.NewRestSweeper(newService(t, thread.Config{Store: store}), time.Nanosecond, time.Hour, count); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var wg sync.WaitGroup
+			for _, sw := range sweepers {
+				wg.Add(1)
+				go func() { defer wg.Done(); sw.Sweep(ctx) }()
+			}
+			wg.Wait()
+			if results[thread.RestCompacted] != 4 || results[thread.RestKept]+results[thread.RestConflict] == 0 {
+				t.Errorf("two sweeps: %v, want 4 runs compacted once, r4 kept (or conflicts)", results)
+			}
+
+			for _, r := range runs {
+				run, err := store.Run(ctx, "t", r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r == "r4" {
+					if !run.CompactedAt.IsZero() || run.Epoch != beforeRuns[r].Epoch {
+						t.Errorf("r4 (state deltas) was compacted: %+v", run)
+					}
+				} else if run.CompactedAt.IsZero() || run.Epoch == beforeRuns[r].Epoch || run.LastSeq >= beforeRuns[r].LastSeq {
+					t.Errorf("%s after the sweep: epoch %s (was %s), %d events (was %d), compacted at %v", r, run.Epoch, beforeRuns[r].Epoch,
+						run.LastSeq, beforeRuns[r].LastSeq, run.CompactedAt)
+				}
+				if got := replayBranch(t, s, r); got != before[r] {
+					t.Errorf("%s replays to %+v after the sweep, want %+v", r, got, before[r])
+				}
+				fresh := newService(t, thread.Config{Store: noCheckpoints{store}})
+				if got := replayBranch(t, fresh, r); got != before[r] {
+					t.Errorf("%s rebuilt from the compacted events replays to %+v, want %+v", r, got, before[r])
+				}
+			}
+			evs, err := store.Events(ctx, "t", "r2", 0, 0)
+			if err != nil || len(evs) == 0 || !bytes.Contains(evs[0].Frame, []byte("r2:")) {
+				t.Fatalf("r2's events after the sweep: %d, %v", len(evs), err)
+			}
+			run2, _ := store.Run(ctx, "t", "r2")
+			last := evs[len(evs)-1].Frame
+			_, id, _ := bytes.Cut(last, []byte("\nid: "))
+			id, _, _ = bytes.Cut(id, []byte("\n"))
+			if c, err := recorder.ParseCursor(string(id)); err != nil || c.Epoch != run2.Epoch || c.Seq != run2.LastSeq {
+				t.Errorf("r2's last frame %q does not carry the new epoch %s", evs[len(evs)-1].Frame, run2.Epoch)
+			}
+			if got, err := s.MessageIDs(ctx, "t", "r5"); err != nil || !maps.Equal(got, wantIDs) {
+				t.Errorf("MessageIDs(r5) after the sweep = %v, %v, want %v", got, err, wantIDs)
+			}
+			clear(results)
+			if err := sweepers[0].Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if len(results) != 0 {
+				t.Errorf("a second sweep examined runs again: %v", results)
+			}
+		})
+	}
+}
+
+// TestCompactAtRestAge: runs that ended less than the age ago are left alone.
+func TestCompactAtRestAge(t *testing.T) {
+	s := newService(t, thread.Config{})
+	recordRun(t, s, "t", "r1", "", textRun("t", "r1", "m1")...)
+	n := 0
+	sw, err := thread.NewRestSweeper(s, time.Hour, 0, func(thread.RestResult) { n++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if run, _ := s.Store().Run(context.Background(), "t", "r1"); n != 0 || !run.CompactedAt.IsZero() {
+		t.Errorf("a run ended just now was examined (%d) or compacted (%v) with a one-hour age", n, run.CompactedAt)
+	}
+}

@@ -4,10 +4,10 @@
 // the demo agent's environment variables come from their own -h output, so a renamed or
 // removed variable fails here.
 //
-//   node validate.mjs --deploy DIR --proxy-help FILE --demo-help FILE [--rendered FILE]
+//   node validate.mjs --deploy DIR --proxy-help FILE --demo-help FILE [--rendered FILE]...
 //
-// --rendered validates the output of `kubectl kustomize DIR` (the documents as applied) in
-// addition to the files. Prints one line per problem and exits 1 when there is any.
+// --rendered (repeatable) validates the output of `kubectl kustomize DIR` of the base or an
+// overlay (the documents as applied) in addition to the files. Prints one line per problem and exits 1 when there is any.
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -51,7 +51,7 @@ export function durationSeconds(s) {
 
 // loadYAML returns every document of a file as plain objects; a syntax error is thrown.
 export function loadYAML(text, file) {
-  return parseAllDocuments(text).flatMap((d) => {
+  return parseAllDocuments(text, { merge: true }).flatMap((d) => {
     if (d.errors.length > 0) throw new Error(`${file}: ${d.errors[0].message}`);
     const js = d.toJS();
     return js == null ? [] : [js];
@@ -223,7 +223,7 @@ function checkProxyContainer(file, obj, c, pod, configMaps, ctx, err) {
     if (p.httpGet?.path !== path) err(file, obj, `${probe} must GET ${path}, has ${JSON.stringify(p.httpGet?.path)}`);
     if (containerPort([c], p.httpGet?.port) !== port) err(file, obj, `${probe} port ${p.httpGet?.port} is not the listen port ${port}`);
   }
-  if (!val("AGUI_REDIS_URL")) err(file, obj, "AGUI_REDIS_URL is empty: replicas would not share threads");
+  for (const e of redisTopologyErrors(val)) err(file, obj, e);
   const drain = durationSeconds(val("AGUI_DRAIN_TIMEOUT"));
   if (Number.isNaN(drain)) err(file, obj, `AGUI_DRAIN_TIMEOUT ${JSON.stringify(val("AGUI_DRAIN_TIMEOUT"))} is not a duration`);
   const sleep = c.lifecycle?.preStop?.sleep?.seconds;
@@ -232,8 +232,27 @@ function checkProxyContainer(file, obj, c, pod, configMaps, ctx, err) {
   // After SIGTERM the proxy drains for AGUI_DRAIN_TIMEOUT, then waits up to 5s for streams.
   const need = (sleep > 0 ? sleep : 0) + drain + 5;
   if (!(grace > need)) err(file, obj, `terminationGracePeriodSeconds ${grace} must exceed preStop ${sleep ?? 0}s + AGUI_DRAIN_TIMEOUT ${drain}s + 5s`);
-  ctx.redisURLs?.push({ file, obj, url: val("AGUI_REDIS_URL") });
+  if (val("AGUI_REDIS_URL")) ctx.redisURLs?.push({ file, obj, url: val("AGUI_REDIS_URL") });
 }
+
+// redisTopologyErrors checks the proxy's Redis settings (val: name -> value): exactly one of
+// AGUI_REDIS_URL, AGUI_REDIS_CLUSTER_ADDRS and AGUI_REDIS_SENTINEL_ADDRS, addresses as
+// host:port, a master name with sentinels.
+export function redisTopologyErrors(val) {
+  const set = ["AGUI_REDIS_URL", "AGUI_REDIS_CLUSTER_ADDRS", "AGUI_REDIS_SENTINEL_ADDRS"].filter((n) => val(n));
+  if (set.length === 0) return ["AGUI_REDIS_URL is empty (and no AGUI_REDIS_CLUSTER_ADDRS or AGUI_REDIS_SENTINEL_ADDRS): replicas would not share threads"];
+  if (set.length > 1) return [`${set.join(" and ")} are all set: the proxy takes exactly one Redis topology`];
+  const errs = [];
+  for (const name of ["AGUI_REDIS_CLUSTER_ADDRS", "AGUI_REDIS_SENTINEL_ADDRS"]) {
+    for (const a of redisAddrs(val(name))) {
+      if (!/^[A-Za-z0-9.-]+:\d+$/.test(a)) errs.push(`${name}: ${JSON.stringify(a)} is not host:port`);
+    }
+  }
+  if (val("AGUI_REDIS_SENTINEL_ADDRS") && !val("AGUI_REDIS_SENTINEL_MASTER")) errs.push("AGUI_REDIS_SENTINEL_ADDRS without AGUI_REDIS_SENTINEL_MASTER");
+  return errs;
+}
+
+const redisAddrs = (v) => (v ? String(v).split(",").map((a) => a.trim()) : []);
 
 function checkRedis(file, obj, services, err) {
   const c = obj.spec.template.spec.containers.find((c) => /(^|\/)redis(:|@|$)/.test(c.image));
@@ -302,25 +321,33 @@ function composeEnv(svc) {
   return env;
 }
 
-// checkCompose checks deploy/compose.yaml. ctx: {proxyVars, demoVars, deployDir}.
+// checkCompose checks a Compose file of deploy/: compose.yaml (one Redis), compose.sentinel.yaml
+// or compose.cluster.yaml; the topology is the one the proxy's environment names. ctx:
+// {proxyVars, demoVars, deployDir, file (default "compose.yaml")}.
 export function checkCompose(doc, ctx) {
   const errs = [];
-  const err = (svc, msg) => errs.push(`compose.yaml: ${svc}: ${msg}`);
+  const file = ctx.file ?? "compose.yaml";
+  const err = (svc, msg) => errs.push(`${file}: ${svc}: ${msg}`);
   const services = doc?.services ?? {};
-  for (const name of ["proxy", "agent", "redis"]) if (!services[name]) err(name, "service missing");
+  const proxy = services.proxy;
+  const penv = composeEnv(proxy);
+  const topology = penv.get("AGUI_REDIS_SENTINEL_ADDRS") ? "sentinel" : penv.get("AGUI_REDIS_CLUSTER_ADDRS") ? "cluster" : "single";
+  for (const name of ["proxy", "agent", ...(topology === "single" ? ["redis"] : [])]) if (!services[name]) err(name, "service missing");
+  // A one-shot service (restart "no") that the proxy waits for to complete needs no healthcheck.
+  const oneShot = (name, svc) => svc.restart === "no" && proxy?.depends_on?.[name]?.condition === "service_completed_successfully";
   for (const [name, svc] of Object.entries(services)) {
     const test = svc.healthcheck?.test;
-    if (!Array.isArray(test) || test.length < 2 || svc.healthcheck?.disable) err(name, "healthcheck.test is required");
+    if (!oneShot(name, svc) && (!Array.isArray(test) || test.length < 2 || svc.healthcheck?.disable)) err(name, "healthcheck.test is required");
     if (svc.build) {
       const df = resolve(ctx.deployDir, svc.build.context ?? ".", svc.build.dockerfile ?? "Dockerfile");
       if (!existsSync(df)) err(name, `build dockerfile ${df} does not exist`);
     }
   }
-  const proxy = services.proxy;
   if (proxy) {
-    const env = composeEnv(proxy);
+    const env = penv;
     for (const k of env.keys()) if (!ctx.proxyVars.has(k)) err("proxy", `${k} is not an agui-proxy variable (agui-proxy -h)`);
-    if (env.get("AGUI_REDIS_URL") !== "redis://redis:6379/0") err("proxy", `AGUI_REDIS_URL ${JSON.stringify(env.get("AGUI_REDIS_URL"))}, want redis://redis:6379/0`);
+    for (const e of redisTopologyErrors((n) => env.get(n))) err("proxy", e);
+    if (topology === "single" && env.get("AGUI_REDIS_URL") !== "redis://redis:6379/0") err("proxy", `AGUI_REDIS_URL ${JSON.stringify(env.get("AGUI_REDIS_URL"))}, want redis://redis:6379/0`);
     if (env.get("AGUI_UPSTREAM") !== "http://agent:8000") err("proxy", `AGUI_UPSTREAM ${JSON.stringify(env.get("AGUI_UPSTREAM"))}, want http://agent:8000`);
     const listen = env.get("AGUI_LISTEN") ?? ctx.proxyVars.get("AGUI_LISTEN");
     const port = listenPort(listen);
@@ -332,12 +359,14 @@ export function checkCompose(doc, ctx) {
     for (const p of proxy.ports ?? []) {
       if (!String(p).endsWith(`:${port}`)) err("proxy", `port mapping ${p} does not reach the listen port ${port}`);
     }
-    for (const dep of ["redis", "agent"]) {
+    for (const dep of [...(topology === "single" ? ["redis"] : []), "agent"]) {
       if (proxy.depends_on?.[dep]?.condition !== "service_healthy") err("proxy", `depends_on ${dep} must wait for service_healthy`);
     }
     const drain = durationSeconds(env.get("AGUI_DRAIN_TIMEOUT") ?? ctx.proxyVars.get("AGUI_DRAIN_TIMEOUT"));
     const grace = durationSeconds(proxy.stop_grace_period ?? "10s");
     if (!(grace > drain + 5)) err("proxy", `stop_grace_period ${proxy.stop_grace_period ?? "10s (default)"} must exceed AGUI_DRAIN_TIMEOUT ${drain}s + 5s`);
+    if (topology === "sentinel") checkComposeSentinel(services, env, err);
+    if (topology === "cluster") checkComposeCluster(services, env, err);
   }
   const agent = services.agent;
   if (agent) {
@@ -345,15 +374,84 @@ export function checkCompose(doc, ctx) {
     for (const k of env.keys()) if (!ctx.demoVars.has(k)) err("agent", `${k} is not a demo-agent variable (demo-agent -h)`);
     if (listenPort(env.get("DEMO_LISTEN")) !== 8000 || !/^0\.0\.0\.0:/.test(env.get("DEMO_LISTEN") ?? "")) err("agent", "DEMO_LISTEN must be 0.0.0.0:8000 (AGUI_UPSTREAM is http://agent:8000)");
   }
-  const redis = services.redis;
-  if (redis) {
-    const cmd = [].concat(redis.command ?? []).join(" ");
+  // Every Redis data node: AOF every second, no eviction, /data on a volume.
+  for (const [name, svc] of Object.entries(services)) {
+    const cmd = composeCommand(svc);
+    if (!/^redis-server(\s|$)/.test(cmd)) continue;
     for (const [flag, want] of [["--appendonly", "yes"], ["--appendfsync", "everysec"], ["--maxmemory-policy", "noeviction"]]) {
-      if (!new RegExp(`${flag}[ =]${want}(\\s|$)`).test(cmd)) err("redis", `command must include ${flag} ${want}`);
+      if (!new RegExp(`${flag}[ =]${want}(\\s|$)`).test(cmd)) err(name, `command must include ${flag} ${want}`);
     }
-    if (!(redis.volumes ?? []).some((v) => String(v).endsWith(":/data"))) err("redis", "a volume must be mounted at /data (the AOF lives there)");
+    if (!(svc.volumes ?? []).some((v) => String(v).endsWith(":/data"))) err(name, "a volume must be mounted at /data (the AOF lives there)");
   }
+  if (topology === "single" && services.redis && !/^redis-server(\s|$)/.test(composeCommand(services.redis))) err("redis", "command must include --appendonly yes (run redis-server)");
   return errs;
+}
+
+const composeCommand = (svc) => [].concat(svc?.command ?? []).join(" ");
+
+// checkComposeSentinel: every sentinel address is a service running redis-sentinel on that
+// port and monitoring AGUI_REDIS_SENTINEL_MASTER on a data service with a quorum that is a
+// majority of the sentinels; a data service replicates that master; the proxy waits for each
+// sentinel to be healthy.
+function checkComposeSentinel(services, env, err) {
+  const addrs = redisAddrs(env.get("AGUI_REDIS_SENTINEL_ADDRS"));
+  if (addrs.length < 3) err("proxy", `AGUI_REDIS_SENTINEL_ADDRS lists ${addrs.length} sentinels; run at least 3 (a majority must agree on a failover)`);
+  const master = env.get("AGUI_REDIS_SENTINEL_MASTER");
+  const monitored = new Set();
+  for (const a of addrs) {
+    const [host, port] = a.split(":");
+    const svc = services[host];
+    if (!svc) {
+      err("proxy", `sentinel ${a}: no service ${host}`);
+      continue;
+    }
+    const cmd = composeCommand(svc);
+    if (!/redis-sentinel|--sentinel/.test(cmd) || !new RegExp(`port ${port}\\b`).test(cmd)) err(host, `does not run redis-sentinel on port ${port}`);
+    const m = new RegExp(`sentinel monitor (\\S+) (\\S+) (\\d+) (\\d+)`).exec(cmd);
+    if (!m || m[1] !== master) {
+      err(host, `does not monitor ${JSON.stringify(master)} (AGUI_REDIS_SENTINEL_MASTER)`);
+      continue;
+    }
+    if (!services[m[2]] || !/^redis-server(\s|$)/.test(composeCommand(services[m[2]])) || m[3] !== "6379") err(host, `monitors ${m[2]}:${m[3]}, not a redis-server service on 6379`);
+    const quorum = Number(m[4]);
+    if (!(quorum > addrs.length / 2 && quorum <= addrs.length)) err(host, `quorum ${quorum} is not a majority of the ${addrs.length} sentinels`);
+    monitored.add(m[2]);
+    if (env && services.proxy.depends_on?.[host]?.condition !== "service_healthy") err("proxy", `depends_on ${host} must wait for service_healthy`);
+  }
+  for (const m of monitored) {
+    const replicas = Object.entries(services).filter(([, svc]) => new RegExp(`--replicaof ${m} 6379(\\s|$)`).test(composeCommand(svc)));
+    if (replicas.length === 0) err(m, "no service replicates this master (--replicaof): a failover would have nothing to promote");
+  }
+}
+
+// checkComposeCluster: every seed address is the fixed address of a cluster-enabled data
+// service; there are at least 6 of those (3 masters with a replica each); a one-shot service
+// creates the cluster from all of them with one replica per master, and the proxy waits for it.
+function checkComposeCluster(services, env, err) {
+  const ipOf = (svc) => Object.values(svc.networks ?? {}).map((n) => n?.ipv4_address).find(Boolean);
+  const nodes = Object.entries(services).filter(([, svc]) => /^redis-server(\s|$)/.test(composeCommand(svc)));
+  for (const [name, svc] of nodes) {
+    if (!/--cluster-enabled[ =]yes(\s|$)/.test(composeCommand(svc))) err(name, "command must include --cluster-enabled yes");
+    if (!ipOf(svc)) err(name, "needs a fixed networks.*.ipv4_address (cluster nodes announce their address)");
+  }
+  if (nodes.length < 6) err("proxy", `${nodes.length} cluster nodes; run at least 6 (3 masters, one replica each)`);
+  for (const a of redisAddrs(env.get("AGUI_REDIS_CLUSTER_ADDRS"))) {
+    const [ip, port] = a.split(":");
+    if (port !== "6379" || !nodes.some(([, svc]) => ipOf(svc) === ip)) err("proxy", `AGUI_REDIS_CLUSTER_ADDRS ${a} is not a cluster node's address and port`);
+  }
+  const init = Object.entries(services).find(([, svc]) => /--cluster create/.test(composeCommand(svc)));
+  if (!init) {
+    err("proxy", "no service runs redis-cli --cluster create: the cluster is never formed");
+    return;
+  }
+  const [iname, isvc] = init;
+  const icmd = composeCommand(isvc);
+  for (const [name, svc] of nodes) {
+    if (!icmd.includes(`${ipOf(svc)}:6379`)) err(iname, `--cluster create does not include ${name} (${ipOf(svc)}:6379)`);
+  }
+  if (!/--cluster-replicas 1(\s|$)/.test(icmd)) err(iname, "--cluster create must give every master a replica (--cluster-replicas 1)");
+  if (services.proxy.depends_on?.[iname]?.condition !== "service_completed_successfully") err("proxy", `depends_on ${iname} must wait for service_completed_successfully`);
+  if (isvc.restart !== "no") err(iname, `restart ${JSON.stringify(isvc.restart)}: a one-shot service must have restart "no"`);
 }
 
 // validateDeploy runs every check on a deploy/ directory and returns the problems found.
@@ -371,19 +469,117 @@ export async function validateDeploy({ deployDir, proxyVars, demoVars, rendered 
   const ctx = { proxyVars, kustomizeDir: k8sDir, redisURLs: [] };
   errs.push(...(await checkK8s(docs, ctx)));
   errs.push(...checkRedisURLs(ctx.redisURLs, docs));
-  if (rendered != null) {
-    const rdocs = loadYAML(rendered, "kustomize output").map((obj) => ({ file: "kustomize build", obj }));
+  for (const [i, text] of [].concat(rendered ?? []).entries()) {
+    const rdocs = loadYAML(text, "kustomize output").map((obj) => ({ file: `kustomize build #${i + 1}`, obj }));
     const rctx = { proxyVars, kustomizeDir: null, redisURLs: [] };
     errs.push(...(await checkK8s(rdocs, rctx)));
     errs.push(...checkRedisURLs(rctx.redisURLs, rdocs));
   }
-  try {
-    const [compose] = loadYAML(readFileSync(join(deployDir, "compose.yaml"), "utf8"), "compose.yaml");
-    errs.push(...checkCompose(compose, { proxyVars, demoVars, deployDir }));
-  } catch (e) {
-    errs.push(`compose.yaml: ${e.message}`);
+  for (const f of composeFiles(deployDir)) {
+    try {
+      const [compose] = loadYAML(readFileSync(join(deployDir, f), "utf8"), f);
+      errs.push(...checkCompose(compose, { proxyVars, demoVars, deployDir, file: f }));
+    } catch (e) {
+      errs.push(`${f}: ${e.message}`);
+    }
+  }
+  if (!composeFiles(deployDir).includes("compose.yaml")) errs.push("compose.yaml: missing");
+  for (const dir of overlayDirs(deployDir)) {
+    try {
+      const { docs: odocs, errs: oerrs } = renderOverlay(join(deployDir, dir), dir);
+      errs.push(...oerrs);
+      const octx = { proxyVars, kustomizeDir: null, redisURLs: [] };
+      errs.push(...(await checkK8s(odocs, octx)));
+      errs.push(...checkRedisURLs(octx.redisURLs, odocs));
+    } catch (e) {
+      errs.push(`${dir}: ${e.message}`);
+    }
   }
   return errs;
+}
+
+// composeFiles lists deploy/compose.yaml and its variants compose.<topology>.yaml.
+export const composeFiles = (deployDir) => readdirSync(deployDir).filter((f) => /^compose(\.[a-z]+)?\.yaml$/.test(f)).sort();
+
+// overlayDirs lists the kustomize overlays of deploy/: the k8s-* directories.
+export const overlayDirs = (deployDir) => readdirSync(deployDir).filter((f) => /^k8s-[a-z]+$/.test(f) && existsSync(join(deployDir, f, "kustomization.yaml"))).sort();
+
+// renderOverlay applies a kustomize overlay the way `kubectl kustomize` would for the features
+// deploy/'s overlays use: resources that are directories (their kustomization's resources,
+// recursively) or files, then patches (inline or by path) that are strategic merge patches:
+// `$patch: delete` removes the object, maps merge, a null value removes the key, lists of
+// objects with a name merge by name, other lists are replaced. Every patch must hit an object
+// and every YAML file of the overlay must be used. Returns the objects as {file, obj} and the
+// problems found.
+export function renderOverlay(dir, label) {
+  const errs = [];
+  const docs = [];
+  const used = new Set(["kustomization.yaml"]);
+  const [k] = loadYAML(readFileSync(join(dir, "kustomization.yaml"), "utf8"), `${label}/kustomization.yaml`);
+  const load = (d, rel) => {
+    const kfile = join(d, "kustomization.yaml");
+    if (existsSync(kfile)) {
+      const [kk] = loadYAML(readFileSync(kfile, "utf8"), kfile);
+      for (const r of kk.resources ?? []) load(join(d, r), `${rel}/${r}`);
+      return;
+    }
+    if (!existsSync(d)) {
+      errs.push(`${label}/kustomization.yaml: resource ${rel} does not exist`);
+      return;
+    }
+    for (const obj of loadYAML(readFileSync(d, "utf8"), rel)) docs.push({ file: rel, obj });
+  };
+  for (const r of k.resources ?? []) {
+    if (!r.includes("/")) used.add(r);
+    load(join(dir, r), `${label}/${r}`);
+  }
+  for (const p of k.patches ?? []) {
+    let patches;
+    if (p.path) {
+      used.add(p.path);
+      if (!existsSync(join(dir, p.path))) {
+        errs.push(`${label}/kustomization.yaml: patch ${p.path} does not exist`);
+        continue;
+      }
+      patches = loadYAML(readFileSync(join(dir, p.path), "utf8"), p.path);
+    } else {
+      patches = loadYAML(p.patch ?? "", "inline patch");
+    }
+    for (const patch of patches) {
+      const i = docs.findIndex(({ obj }) => obj.kind === patch.kind && obj.metadata?.name === patch.metadata?.name);
+      if (i < 0) {
+        errs.push(`${label}: patch ${patch.kind}/${patch.metadata?.name} matches no object`);
+        continue;
+      }
+      if (patch.$patch === "delete") docs.splice(i, 1);
+      else docs[i] = { file: `${label}/${p.path ?? "inline patch"}`, obj: mergePatch(docs[i].obj, patch) };
+    }
+  }
+  for (const f of readdirSync(dir)) {
+    if (/\.ya?ml$/.test(f) && !used.has(f)) errs.push(`${label}: ${f} is not used by kustomization.yaml`);
+  }
+  return { docs, errs };
+}
+
+// mergePatch is a strategic merge of patch into obj (see renderOverlay); obj is not changed.
+export function mergePatch(obj, patch) {
+  if (Array.isArray(patch)) {
+    if (!Array.isArray(obj) || !patch.every((p) => p && typeof p === "object" && "name" in p)) return structuredClone(patch);
+    const out = structuredClone(obj);
+    for (const p of patch) {
+      const i = out.findIndex((o) => o?.name === p.name);
+      if (i < 0) out.push(structuredClone(p));
+      else out[i] = mergePatch(out[i], p);
+    }
+    return out;
+  }
+  if (patch === null || typeof patch !== "object") return patch;
+  const out = obj && typeof obj === "object" && !Array.isArray(obj) ? structuredClone(obj) : {};
+  for (const [key, v] of Object.entries(patch)) {
+    if (v === null) delete out[key];
+    else out[key] = mergePatch(out[key], v);
+  }
+  return out;
 }
 
 async function main() {
@@ -392,11 +588,11 @@ async function main() {
       deploy: { type: "string", default: resolve(dirname(fileURLToPath(import.meta.url)), "..") },
       "proxy-help": { type: "string" },
       "demo-help": { type: "string" },
-      rendered: { type: "string" },
+      rendered: { type: "string", multiple: true },
     },
   });
   if (!values["proxy-help"] || !values["demo-help"]) {
-    console.error("usage: node validate.mjs [--deploy DIR] --proxy-help FILE --demo-help FILE [--rendered FILE]");
+    console.error("usage: node validate.mjs [--deploy DIR] --proxy-help FILE --demo-help FILE [--rendered FILE]...");
     process.exit(2);
   }
   const proxyVars = parseHelp(readFileSync(values["proxy-help"], "utf8"));
@@ -405,11 +601,12 @@ async function main() {
     console.error("the -h outputs list no AGUI_DRAIN_TIMEOUT / DEMO_LISTEN: wrong files?");
     process.exit(2);
   }
-  const rendered = values.rendered ? readFileSync(values.rendered, "utf8") : null;
+  const rendered = (values.rendered ?? []).map((f) => readFileSync(f, "utf8"));
   const errs = await validateDeploy({ deployDir: values.deploy, proxyVars, demoVars, rendered });
   for (const e of errs) console.error("FAIL " + e);
   const files = readdirSync(join(values.deploy, "k8s")).filter((f) => /\.ya?ml$/.test(f)).length;
-  console.log(`validate: ${files} k8s files${rendered != null ? " + kustomize output" : ""} + compose.yaml, ${proxyVars.size} proxy variables: ${errs.length} problems`);
+  const overlays = overlayDirs(values.deploy);
+  console.log(`validate: ${files} k8s files${rendered.length > 0 ? ` + ${rendered.length} kustomize outputs` : ""}, overlays ${overlays.join(" ")}, ${composeFiles(values.deploy).join(" ")}, ${proxyVars.size} proxy variables: ${errs.length} problems`);
   process.exit(errs.length === 0 ? 0 : 1);
 }
 

@@ -3,11 +3,12 @@
 // the unbroken copy must report none. The -h outputs come from PROXY_HELP / DEMO_HELP (files
 // written by scripts/validate-deploy.sh).
 import assert from "node:assert/strict";
-import { readFileSync, readdirSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { checkCompose, checkK8s, checkRedisURLs, durationSeconds, loadYAML, parseHelp } from "./validate.mjs";
+import { checkCompose, checkK8s, checkRedisURLs, durationSeconds, loadYAML, mergePatch, parseHelp, renderOverlay } from "./validate.mjs";
 
 const deployDir = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const k8sDir = join(deployDir, "k8s");
@@ -110,4 +111,94 @@ test("parseHelp reads defaults of both help formats", () => {
   assert.equal(proxyVars.get("AGUI_DRAIN_TIMEOUT"), "30s");
   assert.equal(proxyVars.get("AGUI_REDIS_URL"), "");
   assert.equal(demoVars.get("DEMO_LISTEN"), "127.0.0.1:8000");
+});
+
+// The Compose variants (Sentinel, Cluster): each mutation of a copy must be reported.
+const loadCompose = (f) => loadYAML(readFileSync(join(deployDir, f), "utf8"), f)[0];
+const composeProblems = (f, c) => checkCompose(c, { proxyVars, demoVars, deployDir, file: f });
+const sentinelEnv = (c) => c.services.proxy.environment;
+const initCmd = (c) => c.services["redis-cluster-init"].command;
+
+for (const f of ["compose.sentinel.yaml", "compose.cluster.yaml"]) {
+  test(`the real ${f} has no problem`, () => {
+    assert.deepEqual(composeProblems(f, loadCompose(f)), []);
+  });
+}
+
+const variantCases = [
+  ["compose.sentinel.yaml", "sentinel: two sentinels", (c) => { sentinelEnv(c).AGUI_REDIS_SENTINEL_ADDRS = "sentinel-1:26379,sentinel-2:26379"; }, "run at least 3"],
+  ["compose.sentinel.yaml", "sentinel: another master name", (c) => { sentinelEnv(c).AGUI_REDIS_SENTINEL_MASTER = "other"; }, 'does not monitor "other"'],
+  ["compose.sentinel.yaml", "sentinel: no master name", (c) => { delete sentinelEnv(c).AGUI_REDIS_SENTINEL_MASTER; }, "without AGUI_REDIS_SENTINEL_MASTER"],
+  ["compose.sentinel.yaml", "sentinel: unknown sentinel", (c) => { sentinelEnv(c).AGUI_REDIS_SENTINEL_ADDRS = "sentinel-1:26379,sentinel-2:26379,sentinel-9:26379"; }, "no service sentinel-9"],
+  ["compose.sentinel.yaml", "sentinel: wrong port", (c) => { sentinelEnv(c).AGUI_REDIS_SENTINEL_ADDRS = "sentinel-1:26380,sentinel-2:26379,sentinel-3:26379"; }, "does not run redis-sentinel on port 26380"],
+  ["compose.sentinel.yaml", "sentinel: quorum of one", (c) => { c.services["sentinel-1"] = { ...c.services["sentinel-1"], command: c.services["sentinel-1"].command.map((x) => x.replace("6379 2", "6379 1")) }; }, "quorum 1 is not a majority"],
+  ["compose.sentinel.yaml", "sentinel: no replica", (c) => { c.services["redis-2"].command = c.services["redis-1"].command; }, "no service replicates this master"],
+  ["compose.sentinel.yaml", "sentinel: URL too", (c) => { sentinelEnv(c).AGUI_REDIS_URL = "redis://redis-1:6379/0"; }, "are all set"],
+  ["compose.sentinel.yaml", "sentinel: proxy does not wait", (c) => { delete c.services.proxy.depends_on["sentinel-2"]; }, "depends_on sentinel-2 must wait for service_healthy"],
+  ["compose.sentinel.yaml", "sentinel: data node without AOF", (c) => { c.services["redis-2"].command = ["redis-server", "--replicaof", "redis-1", "6379"]; }, "redis-2: command must include --appendonly yes"],
+  ["compose.cluster.yaml", "cluster: seed is no node", (c) => { sentinelEnv(c).AGUI_REDIS_CLUSTER_ADDRS = "172.28.0.99:6379"; }, "172.28.0.99:6379 is not a cluster node's address"],
+  ["compose.cluster.yaml", "cluster: seed not host:port", (c) => { sentinelEnv(c).AGUI_REDIS_CLUSTER_ADDRS = "172.28.0.11"; }, "is not host:port"],
+  ["compose.cluster.yaml", "cluster: node not cluster-enabled", (c) => { c.services["redis-4"].command = ["redis-server", "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction"]; }, "redis-4: command must include --cluster-enabled yes"],
+  ["compose.cluster.yaml", "cluster: node without fixed address", (c) => { delete c.services["redis-5"].networks; }, "redis-5: needs a fixed"],
+  ["compose.cluster.yaml", "cluster: node left out of create", (c) => { c.services["redis-cluster-init"].command = initCmd(c).map((x) => x.replace(" 172.28.0.16:6379", "")); }, "does not include redis-6"],
+  ["compose.cluster.yaml", "cluster: no replicas", (c) => { c.services["redis-cluster-init"].command = initCmd(c).map((x) => x.replace("--cluster-replicas 1", "--cluster-replicas 0")); }, "--cluster-replicas 1"],
+  ["compose.cluster.yaml", "cluster: never formed", (c) => { delete c.services["redis-cluster-init"]; delete c.services.proxy.depends_on["redis-cluster-init"]; }, "the cluster is never formed"],
+  ["compose.cluster.yaml", "cluster: proxy does not wait", (c) => { c.services.proxy.depends_on["redis-cluster-init"].condition = "service_started"; }, "must wait for service_completed_successfully"],
+  ["compose.cluster.yaml", "cluster: init restarts", (c) => { c.services["redis-cluster-init"].restart = "on-failure"; }, "healthcheck.test is required"],
+  ["compose.cluster.yaml", "cluster: five nodes", (c) => { delete c.services["redis-6"]; }, "5 cluster nodes"],
+];
+
+for (const [f, name, mutate, want] of variantCases) {
+  test(name, () => {
+    const c = loadCompose(f);
+    mutate(c);
+    const got = composeProblems(f, c);
+    assert.ok(got.some((p) => p.includes(want)), `problems = ${JSON.stringify(got, null, 1)}, want one containing ${JSON.stringify(want)}`);
+  });
+}
+
+// The kustomize overlays, rendered from a copy of deploy/ changed on disk.
+async function overlayProblems(dir, edit) {
+  const tmp = mkdtempSync(join(tmpdir(), "deploy-"));
+  try {
+    cpSync(k8sDir, join(tmp, "k8s"), { recursive: true });
+    cpSync(join(deployDir, dir), join(tmp, dir), { recursive: true });
+    edit?.(join(tmp, dir));
+    const { docs, errs } = renderOverlay(join(tmp, dir), dir);
+    const ctx = { proxyVars, kustomizeDir: null, redisURLs: [] };
+    return [...errs, ...(await checkK8s(docs, ctx)), ...checkRedisURLs(ctx.redisURLs, docs)];
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+const replaceIn = (file, from, to) => writeFileSync(file, readFileSync(file, "utf8").replace(from, to));
+
+for (const dir of ["k8s-sentinel", "k8s-cluster"]) {
+  test(`the real ${dir} overlay has no problem`, async () => {
+    assert.deepEqual(await overlayProblems(dir), []);
+  });
+}
+
+const overlayCases = [
+  ["k8s-cluster", "overlay: URL left in place", (d) => replaceIn(join(d, "configmap.yaml"), "AGUI_REDIS_URL: null", ""), "are all set"],
+  ["k8s-cluster", "overlay: address not host:port", (d) => replaceIn(join(d, "configmap.yaml"), '"redis-cluster:6379"', '"redis-cluster"'), "is not host:port"],
+  ["k8s-sentinel", "overlay: no master name", (d) => replaceIn(join(d, "configmap.yaml"), /\n.*AGUI_REDIS_SENTINEL_MASTER.*/, ""), "without AGUI_REDIS_SENTINEL_MASTER"],
+  ["k8s-sentinel", "overlay: patch hits nothing", (d) => replaceIn(join(d, "kustomization.yaml"), "kind: StatefulSet", "kind: DaemonSet"), "patch DaemonSet/redis matches no object"],
+  ["k8s-sentinel", "overlay: unused file", (d) => writeFileSync(join(d, "extra.yaml"), "a: 1\n"), "extra.yaml is not used"],
+  ["k8s-sentinel", "overlay: unknown variable in the env patch", (d) => replaceIn(join(d, "deployment.yaml"), "AGUI_REDIS_PASSWORD", "AGUI_REDIS_PASS"), "AGUI_REDIS_PASS is not an agui-proxy variable"],
+  ["k8s-cluster", "overlay: missing base", (d) => replaceIn(join(d, "kustomization.yaml"), "../k8s", "../k8s-base"), "resource"],
+];
+
+for (const [dir, name, edit, want] of overlayCases) {
+  test(name, async () => {
+    const got = await overlayProblems(dir, edit);
+    assert.ok(got.some((p) => p.includes(want)), `problems = ${JSON.stringify(got, null, 1)}, want one containing ${JSON.stringify(want)}`);
+  });
+}
+
+test("mergePatch: maps merge, null deletes, named lists merge by name, other lists are replaced", () => {
+  const base = { a: { b: 1, c: 2 }, l: [{ name: "x", v: 1 }, { name: "y", v: 2 }], s: [1, 2] };
+  const got = mergePatch(base, { a: { c: null, d: 3 }, l: [{ name: "y", w: 4 }, { name: "z" }], s: [9] });
+  assert.deepEqual(got, { a: { b: 1, d: 3 }, l: [{ name: "x", v: 1 }, { name: "y", v: 2, w: 4 }, { name: "z" }], s: [9] });
+  assert.deepEqual(base.a, { b: 1, c: 2 }, "the base is not changed");
 });

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -443,5 +444,66 @@ func TestBackupUsage(t *testing.T) {
 	}
 	if _, err := os.Stat("missing.ndjson"); err == nil {
 		t.Error("import created its input file")
+	}
+}
+
+// TestUpgradeToThreadNamespaces is the upgrade step docs/design.md gives for stores written
+// before thread namespaces: threads were filed under their bare id whatever their owner and
+// route. Exporting such a store and importing it into a fresh key prefix (or directory)
+// files each thread in its owner's namespace, where the proxy now looks for it; a
+// single-tenant thread of the default route keeps its bare id.
+func TestUpgradeToThreadNamespaces(t *testing.T) {
+	srv := redistest.Start(t)
+	legacy := openRedis(t, srv)
+	ctx := t.Context()
+	for _, r := range []recorder.Run{
+		{ThreadID: "t1", RunID: "r1", Owner: "alice", Route: "default"}, // the old layout: the bare id
+		{ThreadID: "t2", RunID: "r1", Owner: "", Route: "/b"},
+		{ThreadID: "t3", RunID: "r1", Owner: "", Route: "default"},
+	} {
+		r.Epoch = recorder.NewEpoch()
+		if _, err := legacy.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		frame := []byte(`{"type":"RUN_STARTED","threadId":"` + r.ThreadID + `","runId":"r1"}`)
+		if err := legacy.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: 1, Type: "RUN_STARTED",
+			Frame: append(append([]byte("id: "+recorder.Cursor{RunID: "r1", Epoch: r.Epoch, Seq: 1}.String()+"\ndata: "), frame...), "\n\n"...)}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := legacy.FinishRun(ctx, r.ThreadID, "r1", recorder.StatusFinished, "", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacy.Close()
+
+	old := redisEnv(srv)
+	upgraded := map[string]string{"AGUI_REDIS_URL": srv.URL(), "AGUI_REDIS_PREFIX": "agui-v2"}
+	errs := mustImport(t, upgraded, mustExport(t, old))
+	if !strings.Contains(errs, "3 threads (3 runs) imported") {
+		t.Fatalf("upgrade import: %s", errs)
+	}
+	s, err := recorder.NewRedisStore(ctx, recorder.RedisConfig{URL: srv.URL(), Prefix: "agui-v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []struct{ owner, route, id string }{{"alice", "default", "t1"}, {"", "/b", "t2"}, {"", "default", "t3"}} {
+		th, err := s.Thread(ctx, recorder.ThreadKey(c.owner, c.route, c.id))
+		if err != nil || th.Owner != c.owner || th.Route != c.route || th.LatestRunID != "r1" {
+			t.Errorf("thread %s of %q on %s after the upgrade: %+v, %v", c.id, c.owner, c.route, th, err)
+		}
+		evs, err := s.Events(ctx, recorder.ThreadKey(c.owner, c.route, c.id), "r1", 0, 0)
+		if err != nil || len(evs) != 1 || !strings.Contains(string(evs[0].Frame), `"threadId":"`+c.id+`"`) {
+			t.Errorf("events of %s after the upgrade: %d, %v", c.id, len(evs), err)
+		}
+	}
+	for _, id := range []string{"t1", "t2"} {
+		if _, err := s.Thread(ctx, id); !errors.Is(err, recorder.ErrThreadNotFound) {
+			t.Errorf("thread %s under its bare id after the upgrade: %v, want ErrThreadNotFound", id, err)
+		}
+	}
+	page, err := s.ListThreads(ctx, recorder.ThreadQuery{Owner: "alice", Route: "default"})
+	if err != nil || len(page.Threads) != 1 || recorder.ThreadIDOf(page.Threads[0].ID) != "t1" {
+		t.Errorf("alice's thread list after the upgrade: %+v, %v", page.Threads, err)
 	}
 }

@@ -292,13 +292,9 @@ func (r *reducer) applyToolCallResult(e *pipelineEvent) error {
 // applyStateSnapshot is defaultApplyEvents' case for STATE_SNAPSHOT: the state becomes the
 // snapshot.
 func (r *reducer) applyStateSnapshot(e *pipelineEvent) error {
-	f := &e.f
-	if err := r.checkDoc(agui.KindStateSnapshot, f.snapshot); err != nil {
-		return err
-	}
-	v, err := decodeJS(f.snapshot)
+	v, err := r.parseDoc(agui.KindStateSnapshot, "snapshot", e.f.snapshot)
 	if err != nil {
-		return r.reject("snapshot: %v", err)
+		return err
 	}
 	r.state, r.stateSet, r.held = v, true, nil
 	return nil
@@ -308,12 +304,9 @@ func (r *reducer) applyStateSnapshot(e *pipelineEvent) error {
 // false) in a try/catch: a delta that does not apply is skipped.
 func (r *reducer) applyStateDelta(e *pipelineEvent) error {
 	f := &e.f
-	if err := r.checkDoc(agui.KindStateDelta, f.delta); err != nil {
-		return err
-	}
-	p, err := decodeJS(f.delta)
+	p, err := r.parseDoc(agui.KindStateDelta, "delta", f.delta)
 	if err != nil {
-		return r.reject("delta: %v", err)
+		return err
 	}
 	ns, applied, diverges, before, err := r.foldDelta(r.state, p, f.delta, r.fold && r.held == nil)
 	if err != nil {
@@ -371,6 +364,19 @@ func (r *reducer) applyEncryptedValue(e *pipelineEvent) error {
 func (r *reducer) hasID(id string) bool {
 	_, ok := r.byID[id]
 	return ok
+}
+
+// parseDoc checks a state document or patch against the limits (checkDoc) and decodes it; one
+// that does not decode rejects the stream, naming its field.
+func (r *reducer) parseDoc(what agui.Kind, field string, raw []byte) (any, error) {
+	if err := r.checkDoc(what, raw); err != nil {
+		return nil, err
+	}
+	v, err := decodeJS(raw)
+	if err != nil {
+		return nil, r.reject("%s: %v", field, err)
+	}
+	return v, nil
 }
 
 // checkDoc enforces MaxStateBytes and MaxDepth on a state document or patch.
@@ -546,12 +552,9 @@ func (r *reducer) activityDelta(e *pipelineEvent) error {
 		return nil
 	}
 	m := r.messages[idx]
-	if err := r.checkDoc(agui.KindActivityDelta, f.patch); err != nil {
-		return err
-	}
-	p, err := decodeJS(f.patch)
+	p, err := r.parseDoc(agui.KindActivityDelta, "patch", f.patch)
 	if err != nil {
-		return r.reject("patch: %v", err)
+		return err
 	}
 	var pre *heldActivity
 	if r.fold && m.hold == nil && divergentShape(p) {

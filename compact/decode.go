@@ -60,18 +60,10 @@ func (d *decoder) value(depth int) (any, bool) {
 				return nil, false
 			}
 			m[k.(string)] = v
-			d.i = skipWS(d.b, d.i)
-			if d.i >= len(d.b) {
+			if more, ok := d.next('}'); !ok {
 				return nil, false
-			}
-			switch d.b[d.i] {
-			case ',':
-				d.i++
-			case '}':
-				d.i++
+			} else if !more {
 				return m, true
-			default:
-				return nil, false
 			}
 		}
 	case c == '[':
@@ -90,18 +82,10 @@ func (d *decoder) value(depth int) (any, bool) {
 				return nil, false
 			}
 			a = append(a, v)
-			d.i = skipWS(d.b, d.i)
-			if d.i >= len(d.b) {
+			if more, ok := d.next(']'); !ok {
 				return nil, false
-			}
-			switch d.b[d.i] {
-			case ',':
-				d.i++
-			case ']':
-				d.i++
+			} else if !more {
 				return a, true
-			default:
-				return nil, false
 			}
 		}
 	case c == '-' || isDigit(c):
@@ -123,6 +107,17 @@ func (d *decoder) value(depth int) (any, bool) {
 		return d.lit("null", nil)
 	}
 	return nil, false
+}
+
+// next reads the separator after an object member or an array element: a comma (more
+// follows) or the closing bracket close (the value ends); anything else fails.
+func (d *decoder) next(close byte) (more, ok bool) {
+	d.i = skipWS(d.b, d.i)
+	if d.i >= len(d.b) || (d.b[d.i] != ',' && d.b[d.i] != close) {
+		return false, false
+	}
+	d.i++
+	return d.b[d.i-1] == ',', true
 }
 
 func (d *decoder) lit(s string, v any) (any, bool) {

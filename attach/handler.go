@@ -51,6 +51,10 @@ type Config struct {
 	FollowPoll time.Duration
 	// MaxImportBytes bounds an import document. Default DefaultMaxImportBytes.
 	MaxImportBytes int64
+	// StoreTimeout bounds each store read of the bulk export (one index page, one thread):
+	// the export is a stream, so its whole length is not bounded (the proxy bounds the other
+	// non-stream requests as a whole). 0: unbounded.
+	StoreTimeout time.Duration
 	// Metrics observes attached streams and preludes. nil: none.
 	Metrics Metrics
 }

@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -132,8 +133,17 @@ func (h *Handler) serveBulkExport(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	q.Limit = exportPage
 	started := false
+	// bounded bounds one store wait (StoreTimeout), not the stream.
+	bounded := func() (context.Context, context.CancelFunc) {
+		if h.cfg.StoreTimeout <= 0 {
+			return context.WithCancel(ctx)
+		}
+		return context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
+	}
 	for {
-		page, err := h.threads.Threads(ctx, owner, q)
+		pctx, cancel := bounded()
+		page, err := h.threads.Threads(pctx, owner, q)
+		cancel()
 		if err != nil {
 			if !started {
 				writeErr(w, r, h.log, err)
@@ -150,12 +160,15 @@ func (h *Handler) serveBulkExport(w http.ResponseWriter, r *http.Request) {
 		}
 		h.cfg.Metrics.ThreadsListed(len(page.Threads))
 		for _, t := range page.Threads {
-			doc, err := ExportThread(ctx, h.store, t.ID)
+			tctx, cancel := bounded()
+			doc, err := ExportThread(tctx, h.store, t.ID)
+			cancel()
 			if err != nil {
 				h.log.Warn("bulk export ended early", "thread_id", t.ID, "err", err)
 				return
 			}
 			doc.Cursor = recorder.CursorAfter(t)
+			rc.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout)) // a client that stops reading is dropped
 			if _, err := w.Write(AppendExportLine(nil, doc)); err != nil {
 				return // the client is gone
 			}

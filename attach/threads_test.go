@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
@@ -233,4 +235,64 @@ func (e *env) doBody(t *testing.T, method, path, body string, hdr http.Header) (
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, b
+}
+
+// TestBulkExportOutlivesStoreTimeout: the bulk export is a stream. A client that reads it for
+// longer than StoreTimeout gets every thread (each store read is bounded, not the stream).
+// Redis, whose reads honour their context.
+func TestBulkExportOutlivesStoreTimeout(t *testing.T) {
+	agent := runtest.StartAgent(t)
+	u, _ := url.Parse(agent.URL)
+	store, err := recorder.NewRedisStore(t.Context(), recorder.RedisConfig{URL: redistest.Start(t).URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const storeTimeout = 100 * time.Millisecond
+	h, err := proxy.New(proxy.Config{Upstream: u, Store: store, Route: "r", StoreTimeout: storeTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := httptest.NewServer(h)
+	defer func() { px.Close(); h.Shutdown(context.Background()) }()
+	res := runtest.PostRun(t, t.Context(), px.URL+"/", runtest.RunBody("seed", "r1", "chat"), nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	runtest.WaitRunEnded(t, store, "seed", "r1")
+	doc, err := attach.ExportThread(t.Context(), store, "seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const threads = 400 // about 2.5 MB of NDJSON: more than the socket buffers hold
+	for i := 1; i < threads; i++ {
+		if _, err := attach.ImportThread(t.Context(), store, attach.ImportTarget{ThreadID: fmt.Sprintf("x%03d", i), Route: "r"}, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	res, err = http.Get(px.URL + "/agui/export")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	lines := 0
+	rd := bufio.NewReaderSize(res.Body, 1<<20)
+	for {
+		line, err := rd.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			lines++
+			if lines%40 == 0 {
+				time.Sleep(storeTimeout / 4) // a slow reader: the server waits on its writes
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if took := time.Since(start); took < storeTimeout {
+		t.Fatalf("the export took %v, less than the store timeout %v: the test proves nothing", took, storeTimeout)
+	}
+	if lines != threads {
+		t.Fatalf("a bulk export read for longer than StoreTimeout has %d lines, want %d", lines, threads)
+	}
 }

@@ -114,6 +114,7 @@ func New(cfg Config) (*Handler, error) {
 			Retry:             cfg.AttachRetry,
 			FollowPoll:        cfg.AttachFollowPoll,
 			MaxImportBytes:    cfg.MaxImportBytes,
+			StoreTimeout:      cfg.StoreTimeout,
 		})
 	}
 	if err != nil {
@@ -160,9 +161,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.serveInspector(w, r, owner)
 			return
 		}
-		if !strings.HasSuffix(r.URL.Path, "/events") {
+		if !strings.HasSuffix(r.URL.Path, "/events") && r.URL.Path != h.cfg.AttachPrefix+"export" {
 			// History, runs, export, import and stop answer once the store did: bound the
-			// wait (503 StoreUnavailable after StoreTimeout). Event streams are not bounded.
+			// wait (503 StoreUnavailable after StoreTimeout). Event streams are not bounded,
+			// nor is the bulk export, which bounds each of its store reads instead.
 			ctx, cancel := context.WithTimeoutCause(r.Context(), h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 			defer cancel()
 			r = r.WithContext(ctx)

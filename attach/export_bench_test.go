@@ -57,8 +57,8 @@ func benchBulkExport(b *testing.B, kind string, threads int) {
 	res := runtest.PostRun(b, ctx, px.URL+"/", runtest.RunBody("seed", "r1", "chat"), nil)
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	runtest.WaitRunEnded(b, store, "seed", "r1")
-	doc, err := attach.ExportThread(ctx, store, "seed")
+	runtest.WaitRunEnded(b, store, recorder.ThreadKey("", "bench", "seed"), "r1")
+	doc, err := attach.ExportThread(ctx, store, recorder.ThreadKey("", "bench", "seed"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -258,8 +258,8 @@ func TestBulkExportOutlivesStoreTimeout(t *testing.T) {
 	res := runtest.PostRun(t, t.Context(), px.URL+"/", runtest.RunBody("seed", "r1", "chat"), nil)
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	runtest.WaitRunEnded(t, store, "seed", "r1")
-	doc, err := attach.ExportThread(t.Context(), store, "seed")
+	runtest.WaitRunEnded(t, store, recorder.ThreadKey("", "r", "seed"), "r1")
+	doc, err := attach.ExportThread(t.Context(), store, recorder.ThreadKey("", "r", "seed"))
 	if err != nil {
 		t.Fatal(err)
 	}

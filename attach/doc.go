@@ -29,9 +29,11 @@
 // thread attach answers the full compacted history with a CUSTOM "agui-proxy.resume_failed"
 // event and the header X-Agui-Resume: full-history; the run attach answers 410.
 //
-// The seam between history and live tail has no gap and no duplicate by construction: history
-// is read up to a sequence number, and the live tail is a recorder.Follower subscription that
-// starts strictly after that number; every event is delivered in seq order once. Any replica
+// The seam between history and live tail has no gap and no duplicate: history is read up to a
+// sequence number, and the live tail is a subscription to the run's live hub (package live)
+// strictly after that number: the pump's own hub when this process pumps the run, else one
+// store follower shared by the run's attachers here. What the hub's backlog no longer holds
+// is read from the store first; every event is delivered in seq order once. Any replica
 // sharing the store can serve any run.
 //
 // Preludes cost one checkpoint plus the events after it: when a run ends its compacted branch is
@@ -41,6 +43,7 @@
 // # Concurrency
 //
 // A Handler is safe for concurrent use. Each stream runs on its request's goroutine; slow
-// clients are dropped by their subscription's queue bound or the per-write deadline, and resume
-// with their last event id.
+// clients are dropped by their subscription's queue bound in bytes (Config.ClientQueueBytes,
+// as for the client that started the run) or the per-write deadline, and resume with their
+// last event id.
 package attach

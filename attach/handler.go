@@ -85,7 +85,8 @@ func (nopMetrics) ThreadDeleted()                {}
 func (nopMetrics) ThreadsListed(int)             {}
 
 // Handler serves the attach, resume and history endpoints. Create it with New. It is safe for
-// concurrent use; it starts no goroutine of its own (each stream runs on its request's).
+// concurrent use; it starts no goroutine of its own (each stream runs on its request's; the
+// shared store followers belong to the thread service's live registry).
 type Handler struct {
 	cfg      Config
 	log      *slog.Logger

@@ -18,10 +18,10 @@
 // checked atomically there, in one store call. The outbound request gets a context of its own, so
 // a client that disconnects does not cancel the agent: the run's pump goroutine reads the
 // upstream stream to its end, gives every frame an id ("<runId>:<epoch>:<seq>", see
-// recorder.Cursor), records it through a recorder.Writer and publishes it to the run's
-// subscribers. The client's response body is such a subscription: a bounded queue that returns
-// whole frames, so the reverse proxy flushes per event. A client that falls too far behind is
-// disconnected (it can resume); it never slows the run.
+// recorder.Cursor), records it through a recorder.Writer and publishes it to the run's live hub
+// (package live), which the client's stream and every attacher in this process read with the
+// same rules: a queue bounded in bytes written straight to the connection, heartbeats, and a
+// client that falls too far behind is disconnected (it can resume); it never slows the run.
 //
 // Frames are forwarded byte for byte with the id line appended. Only RUN_STARTED is
 // re-encoded: when the agent's lacks them, "parentRunId" (the request's, else the thread's

@@ -170,7 +170,7 @@ func TestLiveAttacherDoesNotWaitForStore(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newRedisStore(t, srv)
 	agent := startStepAgent(t)
-	_, px := startProxy(t, agent.URL, Config{Store: store})
+	h, px := startProxy(t, agent.URL, Config{Store: store})
 	res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t-live", "r-live", "chat"), nil)
 	drain(res)
 	run := waitRun(t, store, "t-live", "r-live")
@@ -213,6 +213,10 @@ func TestLiveAttacherDoesNotWaitForStore(t *testing.T) {
 	if r := runtest.WaitRunEnded(t, store, "t-live", "r-live"); r.LastSeq != 7 || len(storedEvents(t, store, "t-live", "r-live")) != 7 {
 		t.Errorf("stored run %+v, want 7 events", r)
 	}
+	// The run's hub is reclaimed when its pump ends.
+	redistest.WaitFor(t, 30*time.Second, "the run's hub to be released", func() bool {
+		return h.threads.Live().Local("t-live", "r-live") == nil
+	})
 }
 
 // redisCommands returns the commands the Redis server processed so far (INFO stats).

@@ -115,7 +115,7 @@ for p in $profiles; do
       extra=()
       if [ "$p" = fanout2r ]; then
         start_proxy $replica_port "${env[@]}"
-        extra=(-attach-url "http://127.0.0.1:$replica_port")
+        extra=(-attach-url "http://127.0.0.1:$replica_port" -attach-pid "$px2")
       fi
       bench "proxy-$cfg" "$p" "http://127.0.0.1:$proxy_port/" "$px" "${extra[@]}"
       stop_proxies

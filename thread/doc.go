@@ -54,12 +54,15 @@
 // RunError builds the one RUN_ERROR event the proxy writes when it ends a run itself, with a
 // code from the Code constants; Service.ReapOrphan ends a running run whose replica stopped
 // renewing its lease with it. Service.Pumping registers a run this process pumps, so that
-// Service.Stop cancels it directly; a run pumped elsewhere is stopped through the store
-// (recorder.Leaser).
+// Service.Stop cancels it directly (a run pumped elsewhere is stopped through the store,
+// recorder.Leaser), and opens the run's live hub in Service.Live, the registry every reader of
+// a running run in this process subscribes through (package live).
 //
 // # Extending
 //
 // New per-thread rules go on Service (access, branch or run life cycle) with their store
 // operation on recorder.Store; the doors should stay translations. A Service is safe for
-// concurrent use and starts no goroutine (RestSweeper.Run runs in its caller's).
+// concurrent use. It starts no goroutine itself (RestSweeper.Run runs in its caller's); its
+// live registry runs one follower goroutine per run pumped elsewhere that has subscribers
+// here, which ends with the run or its last subscriber.
 package thread

@@ -45,6 +45,9 @@ type options struct {
 	// AttachURLs are the proxies the attachers connect to, round robin (default: the URL's
 	// origin). Two proxies on one Redis measure cross-replica fan-out.
 	AttachURLs []string
+	// AttachPID, when set, is the process the attachers connect to (a second replica): the
+	// fan-out's memory and CPU are measured on it instead of on PID.
+	AttachPID int
 	// AttachPrefix is the proxies' attach prefix.
 	AttachPrefix string
 	// Redis is a host:port whose INFO total_commands_processed is read before and after.
@@ -176,6 +179,17 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		}
 		defer smp.stop()
 	}
+	var attCPU0 float64
+	fanSmp := smp // the process whose memory the attachers cost
+	if opts.AttachPID > 0 {
+		if attCPU0, err = procCPU(opts.AttachPID); err != nil {
+			return nil, fmt.Errorf("reading attach target cpu: %w", err)
+		}
+		if fanSmp, err = startSampler(opts.AttachPID, 250*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("reading attach target rss: %w", err)
+		}
+		defer fanSmp.stop()
+	}
 	redis0, err := redisStats(opts.Redis)
 	if err != nil {
 		return nil, err
@@ -195,9 +209,9 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	var atts []attachStats
 	if opts.Attach > 0 {
 		started.Wait()
-		fo = &fanout{PerRun: opts.Attach, Attachers: opts.C * opts.Attach, Errors: map[string]int{}}
-		if smp != nil {
-			fo.RSSBeforeBytes = smp.rssNow()
+		fo = &fanout{PerRun: opts.Attach, Attachers: opts.C * opts.Attach, Errors: map[string]int{}, AttachPID: opts.AttachPID}
+		if fanSmp != nil {
+			fo.RSSBeforeBytes = fanSmp.rssNow()
 		}
 		atts = make([]attachStats, fo.Attachers)
 		var attached sync.WaitGroup
@@ -213,8 +227,8 @@ func bench(ctx context.Context, opts options) (*result, error) {
 			})
 		})
 		attached.Wait()
-		if smp != nil {
-			fo.RSSAfterBytes = smp.rssNow()
+		if fanSmp != nil {
+			fo.RSSAfterBytes = fanSmp.rssNow()
 			fo.RSSPerAttacherBytes = (fo.RSSAfterBytes - fo.RSSBeforeBytes) / int64(fo.Attachers)
 		}
 	}
@@ -276,6 +290,13 @@ func bench(ctx context.Context, opts options) (*result, error) {
 			res.Redis.NetPerEventBytes = float64(res.Redis.NetInBytes+res.Redis.NetOutBytes) / float64(res.Events)
 		}
 	}
+	if opts.AttachPID > 0 && fo != nil && fo.Events > 0 {
+		cpu1, err := procCPU(opts.AttachPID)
+		if err != nil {
+			return nil, fmt.Errorf("reading attach target cpu: %w", err)
+		}
+		fo.CPUMicrosPerDelivered = (cpu1 - attCPU0) / float64(fo.Events) * 1e6
+	}
 	if opts.PID > 0 {
 		cpu1, err := procCPU(opts.PID)
 		if err != nil {
@@ -285,7 +306,7 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		if res.Events > 0 {
 			t.CPUMicrosPerEvt = t.CPUSeconds / float64(res.Events) * 1e6
 		}
-		if fo != nil && res.Events+fo.Events > 0 {
+		if fo != nil && opts.AttachPID == 0 && res.Events+fo.Events > 0 {
 			fo.CPUMicrosPerDelivered = t.CPUSeconds / float64(res.Events+fo.Events) * 1e6
 		}
 		if t.PeakRSSBytes, err = procPeakRSS(opts.PID); err != nil {

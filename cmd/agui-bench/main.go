@@ -78,6 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.Ramp, "ramp", 0, "soak mode: open the runs evenly over this long (0 = all at once)")
 	fs.IntVar(&o.Attach, "attach", 0, "fan-out mode: attachers per run, opened once every run started (0..10000)")
 	attachURLs := fs.String("attach-url", "", "comma-separated proxy origins the attachers use, round robin (default: -url's origin)")
+	fs.IntVar(&o.AttachPID, "attach-pid", 0, "fan-out mode: measure the attachers' memory and CPU on this process (the -attach-url replica) instead of -pid")
 	fs.StringVar(&o.AttachPrefix, "attach-prefix", "/agui/", "the proxies' attach prefix")
 	fs.StringVar(&o.Redis, "redis", "", "host:port of a Redis whose commands are counted (INFO stats)")
 	fs.StringVar(&o.PlainProxy, "plain-proxy", "", "serve a plain httputil.ReverseProxy to -url on this address instead of benching")
@@ -121,8 +122,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if !strings.HasPrefix(o.AttachPrefix, "/") || !strings.HasSuffix(o.AttachPrefix, "/") {
 		errs = append(errs, fmt.Errorf("-attach-prefix %q: want /.../", o.AttachPrefix))
 	}
-	if o.PID < 0 || o.Size < 0 || o.MaxEvent < 1 {
-		errs = append(errs, errors.New("-pid, -size and -max-event must not be negative"))
+	if o.PID < 0 || o.AttachPID < 0 || o.Size < 0 || o.MaxEvent < 1 {
+		errs = append(errs, errors.New("-pid, -attach-pid, -size and -max-event must not be negative"))
 	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))

@@ -29,6 +29,8 @@ type fanout struct {
 	Events    int64          `json:"events"`
 	Latency   summary        `json:"latency"`
 	Errors    map[string]int `json:"errors"`
+	// AttachPID is the process the attachers' memory and CPU were measured on (0: -pid's).
+	AttachPID int `json:"attach_pid,omitempty"`
 	// RSSBeforeBytes is the target's VmRSS once every run had started, before the first
 	// attacher; RSSAfterBytes once every attacher had its first event.
 	RSSBeforeBytes int64 `json:"rss_before_bytes"`
@@ -36,7 +38,8 @@ type fanout struct {
 	// RSSPerAttacherBytes is (after - before) / attachers: the memory of one attached follower.
 	RSSPerAttacherBytes int64 `json:"rss_per_attacher_bytes"`
 	// CPUMicrosPerDelivered is the target's CPU divided by every event it delivered (to the
-	// POSTing clients and to the attachers).
+	// POSTing clients and to the attachers); with AttachPID, that process's CPU divided by the
+	// events the attachers received.
 	CPUMicrosPerDelivered float64 `json:"cpu_us_per_delivered_event"`
 }
 

@@ -823,14 +823,7 @@ func (s *DiskStore) appendBatch(tx *bolt.Tx, b Batch, now time.Time, st *diskSta
 	}
 	if r == nil {
 		// The run is unknown (its data was lost, or an import): re-create it from the batch.
-		created := b.Run.CreatedAt
-		if created.IsZero() {
-			created = now
-		}
-		status := b.Run.Status
-		if status == "" {
-			status = StatusRunning
-		}
+		created, status := b.recreated(now)
 		r = &diskRun{Epoch: b.Run.Epoch, Parent: b.Run.ParentRunID, Status: string(status), Route: b.Run.Route, Owner: b.Run.Owner,
 			Created: created.UnixMilli(), Updated: now.UnixMilli(), Detail: b.Run.Detail}
 		if len(b.Events) > 0 && b.Events[0].Seq > 1 {

@@ -324,14 +324,7 @@ func (m *MemoryStore) appendBatch(b Batch, now time.Time) {
 	}
 	r := t.byID[b.Run.RunID]
 	if r == nil {
-		created := b.Run.CreatedAt
-		if created.IsZero() {
-			created = now
-		}
-		status := b.Run.Status
-		if status == "" {
-			status = StatusRunning
-		}
+		created, status := b.recreated(now)
 		r = &memRun{run: Run{
 			ThreadID: b.Run.ThreadID, RunID: b.Run.RunID, ParentRunID: b.Run.ParentRunID,
 			Epoch: b.Run.Epoch, Status: status, Route: b.Run.Route, Owner: b.Run.Owner,

@@ -124,6 +124,19 @@ type Batch struct {
 	Events []Event
 }
 
+// recreated returns the creation time and status a store gives b's run when it re-creates the
+// run from the batch (its data was lost, or an import): the batch's own, else now and running.
+func (b Batch) recreated(now time.Time) (created time.Time, status RunStatus) {
+	created, status = b.Run.CreatedAt, b.Run.Status
+	if created.IsZero() {
+		created = now
+	}
+	if status == "" {
+		status = StatusRunning
+	}
+	return created, status
+}
+
 // CreateOptions are the rules Store.CreateRun applies atomically with the creation, so that
 // two concurrent starts on one thread cannot both pass them.
 type CreateOptions struct {

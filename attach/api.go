@@ -274,7 +274,9 @@ func (to ImportTarget) Key() string { return recorder.ThreadKey(to.Owner, to.Rou
 // The document is validated whole before anything is written (errors wrap
 // problem.ErrInvalidImport); a thread that exists already is left as it is and refused with
 // problem.ErrThreadNotEmpty; a failed write removes the runs it created. Store errors are
-// mapped by problem.StoreErr. It returns the number of runs written.
+// mapped by problem.StoreErr. Runs keep their recorded start (createdAt), so the thread keeps
+// its creation time and its place in the thread list; updatedAt becomes the time of the
+// import. It returns the number of runs written.
 func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, doc ExportDoc) (int, error) {
 	if err := agui.ValidateID("threadId", to.ThreadID); err != nil {
 		return 0, err
@@ -303,7 +305,7 @@ func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, do
 			b.Events[i].Frame, _ = sse.AppendEvent(nil, sse.Event{
 				ID: recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: b.Events[i].Seq}.String(), Data: b.Events[i].Frame})
 		}
-		if _, err := store.CreateRun(ctx, run, recorder.CreateOptions{}); err != nil {
+		if _, err := store.CreateRun(ctx, run, recorder.CreateOptions{At: b.Run.CreatedAt}); err != nil {
 			undo()
 			if errors.Is(err, recorder.ErrThreadNotFound) || errors.Is(err, recorder.ErrRunAlreadyStarted) || errors.Is(err, recorder.ErrThreadRoomMismatch) {
 				return 0, problem.ErrThreadNotEmpty // another writer got there first

@@ -592,16 +592,16 @@ func (s *DiskStore) CreateRun(ctx context.Context, run Run, opts CreateOptions) 
 			}
 		}
 		if t == nil {
-			t = &diskThread{Owner: run.Owner, Route: run.Route, Created: now.UnixMilli()}
+			t = &diskThread{Owner: run.Owner, Route: run.Route, Created: opts.startTime(now).UnixMilli()}
 		}
 		if t.Title == "" {
 			t.Title = cleanTitle(run.Title)
 		}
-		if err := setActive(tx, run.ThreadID, t, now); err != nil {
+		if err := setActive(tx, run.ThreadID, t, opts.startTime(now)); err != nil {
 			return err
 		}
 		r := &diskRun{Epoch: run.Epoch, Parent: run.ParentRunID, Status: string(StatusRunning), Route: t.Route, Owner: t.Owner,
-			Created: now.UnixMilli(), Updated: now.UnixMilli(), Node: run.Node, Lease: msOrZero(run.LeaseUntil)}
+			Created: opts.startTime(now).UnixMilli(), Updated: opts.startTime(now).UnixMilli(), Node: run.Node, Lease: msOrZero(run.LeaseUntil)}
 		return s.addRun(tx, run.ThreadID, run.RunID, t, r, now)
 	})
 	s.wake(woken...)

@@ -220,19 +220,20 @@ func (m *MemoryStore) CreateRun(ctx context.Context, run Run, opts CreateOptions
 			run.ParentRunID = latest.RunID
 		}
 	}
+	start := opts.startTime(now)
 	if t == nil {
-		t = &memThread{owner: run.Owner, route: run.Route, created: now, byID: map[string]*memRun{}}
+		t = &memThread{owner: run.Owner, route: run.Route, created: start, byID: map[string]*memRun{}}
 		m.threads[run.ThreadID] = t
 	}
 	r := &memRun{run: Run{
 		ThreadID: run.ThreadID, RunID: run.RunID, ParentRunID: run.ParentRunID, Epoch: run.Epoch,
-		Status: StatusRunning, Route: t.route, Owner: t.owner, CreatedAt: now, UpdatedAt: now,
+		Status: StatusRunning, Route: t.route, Owner: t.owner, CreatedAt: start, UpdatedAt: start,
 		Node: run.Node, LeaseUntil: leaseTime(run.LeaseUntil),
 	}}
 	t.runs = append(t.runs, r)
 	t.byID[run.RunID] = r
 	m.charge(t, r, memRunOverhead)
-	t.active = now
+	t.active = start
 	if t.title == "" {
 		t.title = cleanTitle(run.Title)
 	}

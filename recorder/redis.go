@@ -352,7 +352,7 @@ func (s *RedisStore) CreateRun(ctx context.Context, run Run, opts CreateOptions)
 	// dropped by ListThreads, which checks every entry against the thread's owner and route.
 	// Concurrent creations share pipelines (EVALSHA); after a Redis restart emptied the script
 	// cache the call is made alone with EVAL, which loads the script.
-	now := s.nowMs()
+	now := opts.startTime(s.nowFunc()).UnixMilli()
 	keys := []string{k.thread, k.runs, k.run, parentKey}
 	args := []any{run.RunID, run.ParentRunID, run.Epoch, run.Owner, run.Route, now, s.ttlMs, k.base,
 		run.Node, leaseMs(run.LeaseUntil), cleanTitle(run.Title),

@@ -148,6 +148,20 @@ type CreateOptions struct {
 	// ContinueLatest makes a run without ParentRunID the child of the thread's latest run
 	// (the returned Thread's LatestRunID); without it such a run is a root.
 	ContinueLatest bool
+	// At, when not zero, is the run's start instead of now: an import of recorded history
+	// keeps its times. It becomes the run's CreatedAt and UpdatedAt, the thread's CreatedAt
+	// when the run creates it, and the thread's activity (its place in the thread index);
+	// expiry still counts from now. Not for use with Exclusive (the busy rule compares leases
+	// with it).
+	At time.Time
+}
+
+// startTime is the start of a run created at now with opts (opts.At when set), in ms.
+func (o CreateOptions) startTime(now time.Time) time.Time {
+	if o.At.IsZero() {
+		return now
+	}
+	return time.UnixMilli(o.At.UnixMilli())
 }
 
 // Busy reports whether run, the latest of its thread, keeps a new run out under

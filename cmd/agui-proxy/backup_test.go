@@ -90,9 +90,9 @@ func mustImport(t *testing.T, env map[string]string, data string, args ...string
 	return errs
 }
 
-// normalized returns the export's lines without exportedAt and the runs' createdAt and
-// updatedAt, sorted by thread id: the export order is the store's, exportedAt is the time of
-// the export, and an import records its runs at the time of the import.
+// normalized returns the export's lines without exportedAt and the runs' updatedAt, sorted by
+// thread id: the export order is the store's, exportedAt is the time of the export, and an
+// import finishes its runs at the time of the import (their createdAt is kept).
 func normalized(t *testing.T, export string) []string {
 	t.Helper()
 	var out []string
@@ -110,7 +110,6 @@ func normalized(t *testing.T, export string) []string {
 			t.Fatalf("export line %q: runs: %v", line, err)
 		}
 		for _, r := range runs {
-			delete(r, "createdAt")
 			delete(r, "updatedAt")
 		}
 		m["runs"], _ = json.Marshal(runs)

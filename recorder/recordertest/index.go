@@ -30,6 +30,7 @@ func runIndex(t *testing.T, newStore func(t *testing.T) recorder.Store) {
 		{"DeleteRefusals", testDeleteThreadRefusals},
 		{"RacingRuns", testIndexRacingRuns},
 		{"Scan", testScanThreads},
+		{"CreateAt", testCreateAt},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -489,5 +490,38 @@ func testScanThreads(t *testing.T, s recorder.Store) {
 	err := sc.ScanThreads(t.Context(), func(string) error { n++; return stop })
 	if !errors.Is(err, stop) || n != 1 {
 		t.Errorf("ScanThreads with a failing callback = %v after %d calls, want stop after 1", err, n)
+	}
+}
+
+// testCreateAt: CreateOptions.At (an import of recorded history) sets the run's times, the
+// new thread's creation and its activity, so the index lists it where its history puts it.
+func testCreateAt(t *testing.T, s recorder.Store) {
+	mustCreate(t, s, newRun("now", "r1"))
+	at := time.Now().Add(-48 * time.Hour).Truncate(time.Millisecond)
+	for i, run := range []string{"r1", "r2"} {
+		r := newRun("old", run)
+		if i > 0 {
+			r.ParentRunID = "r1"
+		}
+		if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{At: at.Add(time.Duration(i) * time.Minute)}); err != nil {
+			t.Fatalf("CreateRun(old/%s, At) = %v", run, err)
+		}
+	}
+	th, err := s.Thread(t.Context(), "old")
+	if err != nil || !th.CreatedAt.Equal(at) {
+		t.Fatalf("Thread(old) = %+v, %v; want CreatedAt %v", th, err, at)
+	}
+	runs, err := s.Runs(t.Context(), "old")
+	if err != nil || len(runs) != 2 || !runs[0].CreatedAt.Equal(at) || !runs[1].CreatedAt.Equal(at.Add(time.Minute)) || !runs[1].UpdatedAt.Equal(at.Add(time.Minute)) {
+		t.Fatalf("Runs(old) = %+v, %v; want created at %v and a minute later", runs, err, at)
+	}
+	got := listAll(t, s, alice())
+	if strings.Join(ids(got), " ") != "now old" || !got[1].ActiveAt.Equal(at.Add(time.Minute)) {
+		t.Fatalf("ListThreads = %v (old active %v), want now, then old active at %v", ids(got), got[len(got)-1].ActiveAt, at.Add(time.Minute))
+	}
+	q := alice()
+	q.Until = at.Add(time.Hour)
+	if got := listAll(t, s, q); strings.Join(ids(got), " ") != "old" {
+		t.Errorf("ListThreads until an hour after At = %v, want old", ids(got))
 	}
 }

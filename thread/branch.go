@@ -97,13 +97,48 @@ func (s *Service) Branch(ctx context.Context, threadID, runID string) ([]compact
 	if b == nil || err != nil {
 		return nil, err
 	}
-	return b.events, nil
+	return slices.Clip(b.events), nil // shared with concurrent callers: an append copies
 }
 
+// flight is one branch being read or built, shared by the callers that ask for it meanwhile
+// (a run start and the checkpoint loop both asking for the run that just ended).
+type flight struct {
+	done chan struct{}
+	b    *loadedBranch
+	err  error
+}
+
+// branch returns the branch through runID; concurrent calls for the same run share one read.
 func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBranch, error) {
 	if runID == "" {
 		return nil, nil
 	}
+	k := runKey{threadID, runID}
+	s.mu.Lock()
+	if f, ok := s.flights[k]; ok {
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+			if f.err != nil && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+				return s.readBranch(ctx, threadID, runID) // the first caller gave up; this one has not
+			}
+			return f.b, f.err
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	s.flights[k] = f
+	s.mu.Unlock()
+	f.b, f.err = s.readBranch(ctx, threadID, runID)
+	s.mu.Lock()
+	delete(s.flights, k)
+	s.mu.Unlock()
+	close(f.done)
+	return f.b, f.err
+}
+
+func (s *Service) readBranch(ctx context.Context, threadID, runID string) (*loadedBranch, error) {
 	// The run's own checkpoint first: usually one or two reads; else up the lineage to the
 	// nearest ancestor with one.
 	var chain []recorder.Run
@@ -201,18 +236,29 @@ func (s *Service) MessageIDs(ctx context.Context, threadID, runID string) (map[s
 			return nil, err
 		}
 		events = append(events, cur...)
-	} else if events, err = s.Branch(ctx, threadID, runID); err != nil {
-		return nil, err
+	} else {
+		b, err := s.branch(ctx, threadID, runID)
+		if err != nil {
+			return nil, err
+		}
+		if b.ids != nil {
+			return idSet(b.ids), nil
+		}
+		events = b.events
 	}
 	ids, err := orderedMessageIDs(events)
 	if err != nil {
 		return nil, err
 	}
+	return idSet(ids), nil
+}
+
+func idSet(ids []string) map[string]bool {
 	known := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		known[id] = true
 	}
-	return known, nil
+	return known
 }
 
 // KnownMessageIDs is MessageIDs for a run start whose request sends messages with the ids sent
@@ -224,7 +270,7 @@ func (s *Service) KnownMessageIDs(ctx context.Context, threadID, runID string, s
 	if runID == "" {
 		return nil, nil
 	}
-	rec, err := s.readRecord(ctx, threadID, runID)
+	rec, err := s.readRecord(ctx, threadID, runID, true)
 	if err == nil && rec.V == checkpointVersion && rec.IDHash != "" {
 		ids := make([]string, 0, len(sent))
 		for _, id := range sent {

@@ -35,7 +35,9 @@ import (
 // checked after the splice: a damaged record, segment or delta is detected and the branch is
 // rebuilt from the events, never served. It also carries the count and a hash of the branch's
 // message ids (in order), so a run start whose request repeats the branch's messages learns
-// that without reading the branch (KnownMessageIDs).
+// that without reading the branch (KnownMessageIDs). Records are encoded in a length-prefixed
+// binary form (checkpoint_codec.go) that is read without parsing JSON; version 1 records are
+// JSON.
 const (
 	legacyCheckpointVersion = 1
 	checkpointVersion       = 2
@@ -53,8 +55,8 @@ var errCorruptCheckpoint = errors.New("corrupt checkpoint")
 // flatBranch is a compacted branch with its MESSAGES_SNAPSHOT split into messages: Events
 // holds the events in order, the snapshot's place marked by JSON null, and Msgs its messages.
 type flatBranch struct {
-	Events []json.RawMessage `json:"e"`
-	Msgs   []json.RawMessage `json:"m,omitempty"`
+	Events []json.RawMessage
+	Msgs   []json.RawMessage
 }
 
 // branchDelta is one run's branch over its parent's, in the same segment: the parent's first
@@ -62,35 +64,33 @@ type flatBranch struct {
 // KeepM messages, then M. (A chat run's branch keeps its parent's events up to the snapshot,
 // skips the snapshots, copies the parent run's last events and adds its own run.)
 type branchDelta struct {
-	Run    string            `json:"run"`
-	Parent string            `json:"parent"`
-	KeepE  int               `json:"ke"`
-	SkipE  int               `json:"se,omitempty"`
-	CopyE  int               `json:"ce,omitempty"`
-	E      []json.RawMessage `json:"e,omitempty"`
-	KeepM  int               `json:"km"`
-	M      []json.RawMessage `json:"m,omitempty"`
+	Run    string
+	Parent string
+	KeepE  int
+	SkipE  int
+	CopyE  int
+	E      []json.RawMessage
+	KeepM  int
+	M      []json.RawMessage
 }
 
 // checkpointRecord is what the store keeps as one run's checkpoint.
 type checkpointRecord struct {
-	V int `json:"v"`
+	V int
 	// Sum is the checksum of the run's branch (branchSum).
-	Sum string `json:"sum,omitempty"`
+	Sum string
 	// IDCount and IDHash describe the ids of the messages a client holds after replaying the
 	// branch, in order (idsHash); IDHash is "" when they are unknown.
-	IDCount int    `json:"n,omitempty"`
-	IDHash  string `json:"ids,omitempty"`
+	IDCount int
+	IDHash  string
 	// Seg names the run whose record is the segment holding this run's branch; "" when this
 	// record is the segment (Base set).
-	Seg    string        `json:"seg,omitempty"`
-	Base   *flatBranch   `json:"base,omitempty"`
-	Deltas []branchDelta `json:"deltas,omitempty"`
+	Seg    string
+	Base   *flatBranch
+	Deltas []branchDelta
 
-	// Version 1: the branch's compacted events and, when written late enough, its message
-	// ids sorted.
-	Events     []json.RawMessage `json:"events,omitempty"`
-	MessageIDs *[]string         `json:"messageIds,omitempty"`
+	// Events is the whole branch of a version 1 record.
+	Events []json.RawMessage
 }
 
 // loadedBranch is a branch read from a checkpoint (or just computed), with what a child's
@@ -101,6 +101,7 @@ type loadedBranch struct {
 	rec    *checkpointRecord // the run's own record; nil when not stored
 	segRun string            // the run whose record is the segment ("" for none: not extendable)
 	seg    *checkpointRecord // the segment record
+	ids    []string          // the ids of the branch's messages in order, when computed
 }
 
 const snapshotPrefix = `{"type":"MESSAGES_SNAPSHOT","messages":[`
@@ -125,12 +126,50 @@ func flatten(events []compact.Event) flatBranch {
 	if !bytes.HasPrefix(raw, []byte(snapshotPrefix)) || !bytes.HasSuffix(raw, []byte("]}")) {
 		return f
 	}
-	var msgs []json.RawMessage
-	if json.Unmarshal(raw[len(snapshotPrefix)-1:len(raw)-1], &msgs) != nil || !bytes.Equal(snapshotRaw(msgs), raw) {
+	msgs, ok := splitArray(raw[len(snapshotPrefix)-1 : len(raw)-1])
+	if !ok || !bytes.Equal(snapshotRaw(msgs), raw) {
 		return f
 	}
 	f.Events[snap], f.Msgs = jsonNull, msgs
 	return f
+}
+
+// splitArray splits a compact JSON array into its elements (sub-slices of arr), tracking only
+// strings and nesting; flatten checks the split by joining it again.
+func splitArray(arr []byte) ([]json.RawMessage, bool) {
+	if len(arr) < 2 || arr[0] != '[' || arr[len(arr)-1] != ']' {
+		return nil, false
+	}
+	body := arr[1 : len(arr)-1]
+	var out []json.RawMessage
+	depth, start, inString := 0, 0, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case c == ',' && depth == 0:
+			out = append(out, body[start:i:i])
+			start = i + 1
+		}
+	}
+	if inString || depth != 0 {
+		return nil, false
+	}
+	if len(body) > 0 {
+		out = append(out, body[start:len(body):len(body)])
+	}
+	return out, true
 }
 
 // snapshotRaw is the MESSAGES_SNAPSHOT event holding msgs.
@@ -201,13 +240,15 @@ func commonPrefix(a, b []json.RawMessage) int {
 	return n
 }
 
-// apply returns the branch d describes over f (f is not modified).
-func (f flatBranch) apply(d *branchDelta) (flatBranch, error) {
+// applyInPlace turns f (whose slices it owns) into the branch d describes over it.
+func (f *flatBranch) applyInPlace(d *branchDelta) error {
 	if d.KeepE < 0 || d.SkipE < 0 || d.CopyE < 0 || d.KeepE+d.SkipE+d.CopyE > len(f.Events) || d.KeepM < 0 || d.KeepM > len(f.Msgs) {
-		return flatBranch{}, fmt.Errorf("%w: the delta of run %q keeps more than its parent has", errCorruptCheckpoint, d.Run)
+		return fmt.Errorf("%w: the delta of run %q keeps more than its parent has", errCorruptCheckpoint, d.Run)
 	}
 	from := d.KeepE + d.SkipE
-	return flatBranch{Events: slices.Concat(f.Events[:d.KeepE], f.Events[from:from+d.CopyE], d.E), Msgs: slices.Concat(f.Msgs[:d.KeepM], d.M)}, nil
+	f.Events = append(append(f.Events[:d.KeepE], f.Events[from:from+d.CopyE]...), d.E...) // copy moves down: no overlap hazard
+	f.Msgs = append(f.Msgs[:d.KeepM], d.M...)
+	return nil
 }
 
 // deltaBytes is the size of the deltas of a segment.
@@ -235,10 +276,11 @@ func (seg *checkpointRecord) branchOf(run, segRun string) (flatBranch, error) {
 		path = append(path, &seg.Deltas[i])
 		id = seg.Deltas[i].Parent
 	}
-	f := *seg.Base
+	// One copy of the base, then each delta in place: a delta costs its own size, not the
+	// branch's.
+	f := flatBranch{Events: slices.Clone(seg.Base.Events), Msgs: slices.Clone(seg.Base.Msgs)}
 	for i := len(path) - 1; i >= 0; i-- {
-		var err error
-		if f, err = f.apply(path[i]); err != nil {
+		if err := f.applyInPlace(path[i]); err != nil {
 			return flatBranch{}, err
 		}
 	}
@@ -271,26 +313,38 @@ func idsHash(ids []string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// readRecord reads and decodes one run's checkpoint record.
-func (s *Service) readRecord(ctx context.Context, threadID, runID string) (*checkpointRecord, error) {
+// readRecord reads and decodes one run's checkpoint record (headerOnly: for a version 2
+// record, only the sum, the message-id count and hash and the segment name).
+func (s *Service) readRecord(ctx context.Context, threadID, runID string, headerOnly bool) (*checkpointRecord, error) {
 	data, err := s.store.Checkpoint(ctx, threadID, runID)
 	if err != nil {
 		return nil, err
 	}
-	var rec checkpointRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
+	if len(data) > 0 && data[0] == '{' {
+		// JSON: version 1 (or a version this build does not know).
+		var v1 struct {
+			V      int               `json:"v"`
+			Events []json.RawMessage `json:"events"`
+		}
+		if err := json.Unmarshal(data, &v1); err != nil {
+			return nil, fmt.Errorf("%w of run %q: %v", errCorruptCheckpoint, runID, err)
+		}
+		if v1.V != legacyCheckpointVersion {
+			return nil, fmt.Errorf("%w: checkpoint of run %q has the unknown version %d", errCorruptCheckpoint, runID, v1.V)
+		}
+		return &checkpointRecord{V: legacyCheckpointVersion, Events: v1.Events}, nil
+	}
+	rec, err := decodeRecord(data, headerOnly)
+	if err != nil {
 		return nil, fmt.Errorf("%w of run %q: %v", errCorruptCheckpoint, runID, err)
 	}
-	if rec.V != checkpointVersion && rec.V != legacyCheckpointVersion {
-		return nil, fmt.Errorf("%w: checkpoint of run %q has the unknown version %d", errCorruptCheckpoint, runID, rec.V)
-	}
-	return &rec, nil
+	return rec, nil
 }
 
 // loadBranch reads the branch through runID from its checkpoint. Errors: recorder.ErrNotFound
 // (no checkpoint), errCorruptCheckpoint, store errors.
 func (s *Service) loadBranch(ctx context.Context, threadID, runID string) (*loadedBranch, error) {
-	rec, err := s.readRecord(ctx, threadID, runID)
+	rec, err := s.readRecord(ctx, threadID, runID, false)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +362,7 @@ func (s *Service) loadBranch(ctx context.Context, threadID, runID string) (*load
 	seg, segRun := rec, runID
 	if rec.Seg != "" {
 		segRun = rec.Seg
-		if seg, err = s.readRecord(ctx, threadID, segRun); err != nil {
+		if seg, err = s.readRecord(ctx, threadID, segRun, false); err != nil {
 			if errors.Is(err, recorder.ErrNotFound) {
 				return nil, fmt.Errorf("%w: the segment of run %q (run %q's checkpoint) is gone", errCorruptCheckpoint, runID, segRun)
 			}
@@ -338,8 +392,8 @@ func (s *Service) loadBranch(ctx context.Context, threadID, runID string) (*load
 func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, events []compact.Event, parent *loadedBranch, parentRun string) *loadedBranch {
 	b := &loadedBranch{events: events, flat: flatten(events)}
 	rec := &checkpointRecord{V: checkpointVersion, Sum: branchSum(events)}
-	if ids, err := orderedMessageIDs(events); err == nil {
-		rec.IDCount, rec.IDHash = len(ids), idsHash(ids)
+	if ids, err := branchMessageIDs(events, b.flat); err == nil {
+		rec.IDCount, rec.IDHash, b.ids = len(ids), idsHash(ids), ids
 	}
 	b.rec = rec
 	if parent != nil && parent.seg != nil && parent.segRun != runID {
@@ -372,15 +426,7 @@ func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, e
 }
 
 func (s *Service) putRecord(ctx context.Context, threadID, runID string, rec *checkpointRecord) error {
-	// Without HTML escaping: the events are stored byte for byte (their checksum is of the
-	// bytes), not with <, > and & rewritten as json.Marshal would.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rec); err != nil {
-		return err
-	}
-	return s.store.PutCheckpoint(ctx, threadID, runID, bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return s.store.PutCheckpoint(ctx, threadID, runID, encodeRecord(rec))
 }
 
 // orderedMessageIDs returns the ids of the messages a client holds after replaying events, in
@@ -391,4 +437,32 @@ func orderedMessageIDs(events []compact.Event) ([]string, error) {
 		return nil, err
 	}
 	return compact.MessageIDs(messages), nil
+}
+
+// quietAfterSnapshot lists the event types that change no message: when only they follow a
+// branch's MESSAGES_SNAPSHOT (as in a compacted ended branch), its messages are the snapshot's.
+var quietAfterSnapshot = map[string]bool{
+	agui.StateSnapshot: true, agui.StateDelta: true, agui.StepStarted: true, agui.StepFinished: true,
+	agui.Custom: true, agui.Raw: true, agui.RunFinished: true, agui.RunError: true,
+}
+
+// branchMessageIDs is orderedMessageIDs for a branch and its flat form: read from the
+// snapshot's messages when nothing after the snapshot can change them, else replayed.
+func branchMessageIDs(events []compact.Event, f flatBranch) ([]string, error) {
+	snap := -1
+	for i, raw := range f.Events {
+		if bytes.Equal(raw, jsonNull) {
+			snap = i
+		}
+	}
+	if snap < 0 {
+		return orderedMessageIDs(events)
+	}
+	for _, e := range events[snap+1:] {
+		if !quietAfterSnapshot[e.Type] {
+			return orderedMessageIDs(events)
+		}
+	}
+	raw := events[snap].Raw
+	return compact.MessageIDs(raw[len(snapshotPrefix)-1 : len(raw)-1]), nil
 }

@@ -20,7 +20,7 @@ import (
 // parses is served as it is (as before version 2), so only the first two hold for it. Seeds:
 // testdata/fuzz/FuzzCheckpointRecord.
 func FuzzCheckpointRecord(f *testing.F) {
-	f.Add([]byte(`{"v":2,"sum":"14-00000000","n":6,"ids":"x","seg":"r1"}`), []byte(`{"v":2,"base":{"e":[null],"m":[]},"deltas":[{"run":"r3","parent":"r1","ke":1,"km":0}]}`))
+	f.Add([]byte("AGCP\x02\x0b14-00000000\x01x\x06\x02r1"), []byte("AGCP\x02\x00\x00\x00\x00\x01\x01\x04null\x00\x00"))
 	f.Fuzz(func(t *testing.T, pointer, segment []byte) {
 		ctx := context.Background()
 		mem := recorder.NewMemoryStore(recorder.MemoryConfig{})

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -110,6 +111,21 @@ func sameBranch(t *testing.T, s *thread.Service, threadID, runID string) {
 		t.Fatalf("Branch(%s) from checkpoints = %d events, folded from the events = %d events; first: %.300s / %.300s",
 			runID, len(got), len(want), rawOf(got), rawOf(want))
 	}
+	// The held message ids (from the checkpoint) are those the client holds after replaying.
+	messages, _, err := compact.Replay(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known, err := s.MessageIDs(t.Context(), threadID, runID)
+	if ids := compact.MessageIDs(messages); err != nil || !maps.Equal(known, maps.Collect(func(yield func(string, bool) bool) {
+		for _, id := range ids {
+			if !yield(id, true) {
+				return
+			}
+		}
+	})) {
+		t.Fatalf("MessageIDs(%s) = %v, %v; the replayed branch holds %v", runID, slices.Sorted(maps.Keys(known)), err, ids)
+	}
 }
 
 func rawOf(evs []compact.Event) string {
@@ -181,27 +197,22 @@ func TestCheckpointCorruptRebuilt(t *testing.T) {
 		recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
 	}
 	store := s.Store()
-	record := func(run string) map[string]json.RawMessage {
+	get := func(run string) []byte {
 		data, err := store.Checkpoint(ctx, "t", run)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatal(err)
-		}
-		return m
+		return data
 	}
 	put := func(run string, data []byte) {
 		if err := store.PutCheckpoint(ctx, "t", run, data); err != nil {
 			t.Fatal(err)
 		}
 	}
-	seg := string(record("r4")["seg"])
-	if seg != `"r1"` {
-		t.Fatalf("r4's checkpoint names segment %s, want r1's", seg)
+	segData, r4 := get("r1"), get("r4")
+	if len(r4) > 200 || !bytes.Contains(r4, []byte("r1")) {
+		t.Fatalf("r4's checkpoint is not a small pointer to r1's segment: %q", r4)
 	}
-	segData, _ := store.Checkpoint(ctx, "t", "r1")
 	cases := []struct {
 		name string
 		run  string // whose record is damaged
@@ -210,26 +221,13 @@ func TestCheckpointCorruptRebuilt(t *testing.T) {
 		{"a byte changed in a message of the segment", "r1", func() []byte {
 			return bytes.Replace(segData, []byte(`hi <b> & bye`), []byte(`hi <i> & bye`), 1)
 		}},
-		{"a delta keeping more than its parent has", "r1", func() []byte {
-			return bytes.Replace(segData, []byte(`"km":`), []byte(`"km":9`), 1)
-		}},
-		{"truncated", "r4", func() []byte { d, _ := store.Checkpoint(ctx, "t", "r4"); return d[:len(d)/2] }},
-		{"unknown version", "r4", func() []byte {
-			d, _ := store.Checkpoint(ctx, "t", "r4")
-			return bytes.Replace(d, []byte(`"v":2`), []byte(`"v":9`), 1)
-		}},
-		{"checksum", "r4", func() []byte {
-			m := record("r4")
-			m["sum"] = json.RawMessage(`"1-00000000"`)
-			d, _ := json.Marshal(m)
-			return d
-		}},
-		{"names a run without a segment", "r4", func() []byte {
-			m := record("r4")
-			m["seg"] = json.RawMessage(`"r3"`)
-			d, _ := json.Marshal(m)
-			return d
-		}},
+		{"a delta keeping more than its parent has", "r1", func() []byte { return thread.CorruptRecord(segData, "keep-more") }},
+		{"truncated", "r4", func() []byte { return r4[:len(r4)/2] }},
+		{"truncated segment", "r1", func() []byte { return segData[:len(segData)-3] }},
+		{"unknown version", "r4", func() []byte { return []byte(`{"v":9,"events":[]}`) }},
+		{"checksum", "r4", func() []byte { return thread.CorruptRecord(r4, "checksum") }},
+		{"names a run without a segment", "r4", func() []byte { return thread.CorruptRecord(r4, "seg:r3") }},
+		{"names an unknown run", "r4", func() []byte { return thread.CorruptRecord(r4, "seg:nope") }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,14 +235,15 @@ func TestCheckpointCorruptRebuilt(t *testing.T) {
 			sameBranch(t, s, "t", "r4")
 			// Rebuilt: read again, the stored checkpoint now serves the exact branch.
 			sameBranch(t, s, "t", "r4")
-			if _, ok := record("r4")["sum"]; !ok {
-				t.Errorf("r4's checkpoint was not stored again: %v", record("r4"))
+			if bytes.Equal(get(tc.run), tc.data()) {
+				t.Errorf("%s's damaged checkpoint was not stored again", tc.run)
 			}
 			put("r1", segData) // the other runs' deltas, for the next case
+			put("r4", r4)
 		})
 	}
 	// A whole segment lost: every run of it is rebuilt.
-	if err := store.PutCheckpoint(ctx, "t", "r1", []byte(`{"v":2}`)); err != nil {
+	if err := store.PutCheckpoint(ctx, "t", "r1", []byte("AGCP\x02")); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 6; i++ {
@@ -370,4 +369,39 @@ func jsonEqual(a, b []byte) bool {
 	da, _ := json.Marshal(x)
 	db, _ := json.Marshal(y)
 	return bytes.Equal(da, db)
+}
+
+// TestBranchShared: concurrent reads of one branch (a run start and the checkpoint loop asking
+// for the run that just ended) share one build and each get the exact branch, which they may
+// extend without touching the other's.
+func TestBranchShared(t *testing.T) {
+	s := newService(t, thread.Config{})
+	for i := 1; i <= 5; i++ {
+		recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
+	}
+	recordChatRun(t, s, "t", "r6", "m6")
+	if err := s.Store().PutCheckpoint(t.Context(), "t", "r6", []byte("damaged")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	got := make([][]compact.Event, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			evs, err := s.Branch(t.Context(), "t", "r6")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got[i] = append(evs, compact.Event{Type: "CUSTOM", Raw: []byte(fmt.Sprintf(`{"type":"CUSTOM","name":"%d"}`, i))})
+		}()
+	}
+	wg.Wait()
+	for i, evs := range got {
+		if want := fmt.Sprintf(`"name":"%d"`, i); len(evs) == 0 || !bytes.Contains(evs[len(evs)-1].Raw, []byte(want)) {
+			t.Errorf("caller %d: its appended event was overwritten", i)
+		}
+	}
+	sameBranch(t, s, "t", "r6")
 }

@@ -55,7 +55,8 @@ type Service struct {
 	live   *live.Registry  // the hubs of the running runs read in this process
 
 	mu      sync.Mutex
-	pumping map[runKey]func() // runs this process pumps: their cancel
+	pumping map[runKey]func()  // runs this process pumps: their cancel
+	flights map[runKey]*flight // branches being read or built (branch)
 }
 
 type runKey struct{ thread, run string }
@@ -74,7 +75,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.LeaseGrace <= 0 {
 		cfg.LeaseGrace = DefaultLeaseGrace
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, store: cfg.Store, pumping: map[runKey]func(){}}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: cfg.Store, pumping: map[runKey]func(){}, flights: map[runKey]*flight{}}
 	s.leaser, _ = cfg.Store.(recorder.Leaser)
 	follower, _ := cfg.Store.(recorder.Follower)
 	s.live = live.NewRegistry(live.RegistryConfig{

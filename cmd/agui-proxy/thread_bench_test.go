@@ -22,6 +22,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // threadBench is one proxy process (serve) in front of the demo agent, on one store.
@@ -209,6 +210,15 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 		ttfb, _ := tb.run(fmt.Sprintf("fresh%d", i), "r1", conv.next(runs+1))
 		fresh = append(fresh, ttfb)
 	}
+	// The fresh threads out of the store, so that its sizes are the long thread's.
+	for i := range 20 {
+		req, _ := http.NewRequest(http.MethodDelete, fmt.Sprintf("%s/agui/threads/fresh%d", tb.base, i), nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode/100 != 2 {
+			b.Fatalf("deleting thread fresh%d: %v %v", i, res, err)
+		}
+		res.Body.Close()
+	}
 	var preludes, replayed []time.Duration
 	preludeBytes := 0
 	for range 10 {
@@ -225,22 +235,49 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 	b.ReportMetric(float64(median(replayed).Microseconds())/1000, "ms-prelude-replayed")
 	if kind == "redis" {
 		c := srv.Client(b)
-		keys, err := c.Keys(context.Background(), "agui:{t}:*").Result()
+		usage := func(suffix string) {
+			keys, err := c.Keys(context.Background(), "agui:{t}:*").Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			byKind := map[string]int64{}
+			for _, k := range keys {
+				n, _ := c.MemoryUsage(context.Background(), k, 0).Result()
+				kk := strings.SplitN(strings.TrimPrefix(k, "agui:{t}:"), ":", 2)[0]
+				byKind[kk] += n
+			}
+			total := int64(0)
+			for kk, n := range byKind {
+				b.ReportMetric(float64(n), kk+"-bytes"+suffix)
+				total += n
+			}
+			b.ReportMetric(float64(total)/float64(wire), "store/wire"+suffix)
+		}
+		usage("")
+		// Compaction at rest (AGUI_COMPACT_AFTER), one sweep over the thread, then the
+		// store's bytes again and the prelude.
+		rs, err := recorder.NewRedisStore(context.Background(), recorder.RedisConfig{URL: srv.URL()})
 		if err != nil {
 			b.Fatal(err)
 		}
-		byKind := map[string]int64{}
-		for _, k := range keys {
-			n, _ := c.MemoryUsage(context.Background(), k, 0).Result()
-			kk := strings.SplitN(strings.TrimPrefix(k, "agui:{t}:"), ":", 2)[0]
-			byKind[kk] += n
+		svc, _ := thread.New(thread.Config{Store: rs})
+		results := map[thread.RestResult]int{}
+		sw, err := thread.NewRestSweeper(svc, time.Nanosecond, time.Hour, func(r thread.RestResult) { results[r]++ })
+		if err != nil {
+			b.Fatal(err)
 		}
-		total := int64(0)
-		for kk, n := range byKind {
-			b.ReportMetric(float64(n), kk+"-bytes")
-			total += n
+		start := time.Now()
+		if err := sw.Sweep(context.Background()); err != nil {
+			b.Fatal(err)
 		}
-		b.ReportMetric(float64(total)/float64(wire), "store/wire")
+		b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(runs), "ms-compact-at-rest/run")
+		b.ReportMetric(float64(results[thread.RestCompacted]), "runs-compacted-at-rest")
+		b.ReportMetric(float64(results[thread.RestKept]), "runs-kept-raw")
+		rs.Close()
+		usage("-at-rest")
+		first, all, _ := tb.prelude("t")
+		b.ReportMetric(float64(first.Microseconds())/1000, "ms-prelude-first-byte-at-rest")
+		b.ReportMetric(float64(all.Microseconds())/1000, "ms-prelude-replayed-at-rest")
 		tb.stop()
 		return
 	}
@@ -250,11 +287,23 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 		b.Fatal(err)
 	}
 	st := s.Stats()
-	s.Close()
 	b.ReportMetric(float64(st.EventBytes), "events-bytes")
 	b.ReportMetric(float64(st.CheckpointBytes), "checkpoint-bytes")
 	b.ReportMetric(float64(st.FileBytes), "file-bytes")
 	b.ReportMetric(float64(st.EventBytes+st.CheckpointBytes)/float64(wire), "store/wire")
+	// Compaction at rest (AGUI_COMPACT_AFTER), one sweep, then the stored bytes again.
+	svc, _ := thread.New(thread.Config{Store: s})
+	sw, err := thread.NewRestSweeper(svc, time.Nanosecond, time.Hour, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sw.Sweep(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	st = s.Stats()
+	s.Close()
+	b.ReportMetric(float64(st.EventBytes), "events-bytes-at-rest")
+	b.ReportMetric(float64(st.EventBytes+st.CheckpointBytes)/float64(wire), "store/wire-at-rest")
 	// Restart: open the store again (a new serve) and time the first byte of the prelude.
 	start := time.Now()
 	tb = startThreadBench(b, env)

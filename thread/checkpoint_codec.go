@@ -1,0 +1,159 @@
+package thread
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+)
+
+// The encoding of a version 2 checkpoint record: the magic, then
+//
+//	sum, ids (strings), n (uvarint), seg (string),
+//	base flag (0 or 1) [, base events (list), base messages (list)],
+//	delta count, then per delta: run, parent (strings), ke, se, ce, km (uvarints), e, m (lists)
+//
+// where a string is a uvarint length and its bytes and a list a uvarint count and that many
+// strings. Decoding is a walk over the bytes: the events and messages it returns alias the
+// record (records are never modified), so a segment costs no JSON parse to read.
+var recordMagic = []byte("AGCP\x02")
+
+var errRecordEncoding = errors.New("malformed checkpoint record")
+
+func appendString(b []byte, s []byte) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func appendList(b []byte, list []json.RawMessage) []byte {
+	b = binary.AppendUvarint(b, uint64(len(list)))
+	for _, r := range list {
+		b = appendString(b, r)
+	}
+	return b
+}
+
+// encodeRecord returns rec's bytes.
+func encodeRecord(rec *checkpointRecord) []byte {
+	n := 64
+	if rec.Base != nil {
+		n += rec.Base.bytes() + 8*(len(rec.Base.Events)+len(rec.Base.Msgs))
+	}
+	for i := range rec.Deltas {
+		d := &rec.Deltas[i]
+		n += d.bytes() + 8*(len(d.E)+len(d.M)) + 32
+	}
+	b := make([]byte, 0, n)
+	b = append(b, recordMagic...)
+	b = appendString(b, []byte(rec.Sum))
+	b = appendString(b, []byte(rec.IDHash))
+	b = binary.AppendUvarint(b, uint64(rec.IDCount))
+	b = appendString(b, []byte(rec.Seg))
+	if rec.Base == nil {
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		b = appendList(b, rec.Base.Events)
+		b = appendList(b, rec.Base.Msgs)
+	}
+	b = binary.AppendUvarint(b, uint64(len(rec.Deltas)))
+	for i := range rec.Deltas {
+		d := &rec.Deltas[i]
+		b = appendString(b, []byte(d.Run))
+		b = appendString(b, []byte(d.Parent))
+		for _, v := range []int{d.KeepE, d.SkipE, d.CopyE, d.KeepM} {
+			b = binary.AppendUvarint(b, uint64(v))
+		}
+		b = appendList(b, d.E)
+		b = appendList(b, d.M)
+	}
+	return b
+}
+
+// recordReader walks an encoded record; the first error sticks.
+type recordReader struct {
+	b   []byte
+	err error
+}
+
+func (r *recordReader) uvarint() int {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || v > 1<<40 {
+		r.err = errRecordEncoding
+		return 0
+	}
+	r.b = r.b[n:]
+	return int(v)
+}
+
+// count reads a list length, which cannot exceed the bytes left (each entry takes one).
+func (r *recordReader) count() int {
+	n := r.uvarint()
+	if n > len(r.b) {
+		r.err = errRecordEncoding
+		return 0
+	}
+	return n
+}
+
+func (r *recordReader) bytes() []byte {
+	n := r.count()
+	if r.err != nil {
+		return nil
+	}
+	s := r.b[:n:n]
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *recordReader) list() []json.RawMessage {
+	n := r.count()
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	out := make([]json.RawMessage, n)
+	for i := range out {
+		out[i] = r.bytes()
+	}
+	return out
+}
+
+// decodeRecord decodes a version 2 record; with headerOnly, only the sum, the message-id count
+// and hash and the segment name.
+func decodeRecord(data []byte, headerOnly bool) (*checkpointRecord, error) {
+	if !bytes.HasPrefix(data, recordMagic) {
+		return nil, errRecordEncoding
+	}
+	r := &recordReader{b: data[len(recordMagic):]}
+	rec := &checkpointRecord{V: checkpointVersion}
+	rec.Sum = string(r.bytes())
+	rec.IDHash = string(r.bytes())
+	rec.IDCount = r.uvarint()
+	rec.Seg = string(r.bytes())
+	if headerOnly || r.err != nil {
+		return rec, r.err
+	}
+	switch r.uvarint() {
+	case 0:
+	case 1:
+		rec.Base = &flatBranch{Events: r.list(), Msgs: r.list()}
+	default:
+		return nil, errRecordEncoding
+	}
+	n := r.count()
+	if r.err == nil && n > 0 {
+		rec.Deltas = make([]branchDelta, n)
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		d := &rec.Deltas[i]
+		d.Run, d.Parent = string(r.bytes()), string(r.bytes())
+		d.KeepE, d.SkipE, d.CopyE, d.KeepM = r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint()
+		d.E, d.M = r.list(), r.list()
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = errRecordEncoding
+	}
+	return rec, r.err
+}

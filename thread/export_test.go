@@ -1,0 +1,22 @@
+package thread
+
+// CorruptRecord returns an encoded version 2 checkpoint record changed as how says, for the
+// tests of package thread_test: "keep-more" (the first delta keeps more than its parent has),
+// "checksum" (another sum), "seg:<run>" (names another segment).
+func CorruptRecord(data []byte, how string) []byte {
+	rec, err := decodeRecord(data, false)
+	if err != nil {
+		panic(err)
+	}
+	switch {
+	case how == "keep-more":
+		rec.Deltas[0].KeepM += 1000
+	case how == "checksum":
+		rec.Sum = "1-00000000"
+	case len(how) > 4 && how[:4] == "seg:":
+		rec.Seg = how[4:]
+	default:
+		panic(how)
+	}
+	return encodeRecord(rec)
+}

@@ -74,7 +74,7 @@ func (s *stream) event(data []byte, id string) error {
 // appendRecord appends a recorded frame to b, re-encoded with LF framing if it was not
 // (nothing when it holds nothing a client could apply).
 func appendRecord(b []byte, rec recorder.Event, runID, epoch string) []byte {
-	if bytes.IndexByte(rec.Frame, '\r') < 0 && bytes.HasSuffix(rec.Frame, []byte("\n\n")) {
+	if lfFramed(rec.Frame) {
 		return append(b, rec.Frame...)
 	}
 	data, err := thread.FrameData(rec.Frame)
@@ -86,6 +86,11 @@ func appendRecord(b []byte, rec recorder.Event, runID, epoch string) []byte {
 		return b
 	}
 	return out
+}
+
+// lfFramed reports whether frame is LF-framed and complete, as a client may get it unchanged.
+func lfFramed(frame []byte) bool {
+	return bytes.IndexByte(frame, '\r') < 0 && bytes.HasSuffix(frame, []byte("\n\n"))
 }
 
 // comment writes the heartbeat comment (live.Heartbeat, the one every stream uses).
@@ -104,7 +109,11 @@ func (s *stream) flush() error {
 	if err == nil {
 		err = s.rc.Flush()
 	}
-	s.buf = s.buf[:0]
+	if cap(s.buf) > 4<<10 {
+		s.buf = nil // a prelude's buffer is not kept for the rest of a long-lived stream
+	} else {
+		s.buf = s.buf[:0]
+	}
 	return err
 }
 
@@ -257,9 +266,13 @@ func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSe
 		if ev.Type == "" || spans.skip(ev.Type) {
 			return nil, false // not a JSON event (recorded, not replayed), or the rest of a left-out span
 		}
-		buf = appendRecord(buf[:0], recorder.Event{Seq: ev.Seq, Type: ev.Type, Frame: ev.Frame}, run.RunID, run.Epoch)
 		// The run is over at its terminal event (the proxy ends every recorded run with one).
-		return buf, agui.IsTerminal(ev.Type)
+		last := agui.IsTerminal(ev.Type)
+		if lfFramed(ev.Frame) {
+			return ev.Frame, last // as published: no copy
+		}
+		buf = appendRecord(buf[:0], recorder.Event{Seq: ev.Seq, Type: ev.Type, Frame: ev.Frame}, run.RunID, run.Epoch)
+		return buf, last
 	})
 	return last, err
 }

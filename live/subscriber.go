@@ -29,6 +29,10 @@ type Options struct {
 	OnQuiet func()
 }
 
+// spareCap is the largest queue backing array a subscriber keeps for reuse: an idle client
+// holds little.
+const spareCap = 32
+
 // Filter decides what a subscriber writes for ev: the frame (nil: nothing) and whether the
 // stream ends after it.
 type Filter func(ev Event) (frame []byte, last bool)
@@ -140,7 +144,9 @@ func (s *Subscriber) WriteTo(w http.ResponseWriter, filter Filter) error {
 			s.mu.Lock()
 			s.writing = 0
 			if !s.closed && s.err != ErrSlowClient { // (a drop or Close reset the queue)
-				s.spare = take[:0]
+				if cap(take) <= spareCap {
+					s.spare = take[:0] // (a large one, after a backlog or a burst, is let go)
+				}
 				s.queued -= n
 			}
 			s.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,6 +53,8 @@ type options struct {
 	AttachPrefix string
 	// Redis is a host:port whose INFO total_commands_processed is read before and after.
 	Redis string
+	// posted, when set, counts the events the POSTing clients received (set by bench).
+	posted *atomic.Int64
 	// PlainProxy, when set, serves a plain httputil.ReverseProxy to URL on this address
 	// instead of running a bench (the baseline of scripts/loadtest.sh).
 	PlainProxy string
@@ -196,6 +199,7 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	}
 	self0, _ = procCPU(os.Getpid())
 
+	opts.posted = new(atomic.Int64)
 	stats := make([]runStats, opts.C)
 	var wg sync.WaitGroup
 	var started sync.WaitGroup // each run: its first event, or its end
@@ -227,6 +231,13 @@ func bench(ctx context.Context, opts options) (*result, error) {
 			})
 		})
 		attached.Wait()
+		if opts.Redis != "" {
+			live0, err := redisStats(opts.Redis)
+			if err != nil {
+				return nil, err
+			}
+			fo.liveCommands, fo.liveEvents = live0.commands, opts.posted.Load()
+		}
 		if fanSmp != nil {
 			fo.RSSAfterBytes = fanSmp.rssNow()
 			fo.RSSPerAttacherBytes = (fo.RSSAfterBytes - fo.RSSBeforeBytes) / int64(fo.Attachers)
@@ -282,6 +293,11 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		redis1, err := redisStats(opts.Redis)
 		if err != nil {
 			return nil, err
+		}
+		if fo != nil && fo.liveCommands > 0 {
+			if n := opts.posted.Load() - fo.liveEvents; n > 0 {
+				fo.RedisPerLiveEvent = float64(redis1.commands-fo.liveCommands-1) / float64(n)
+			}
 		}
 		res.Redis = &redisUse{Commands: redis1.commands - redis0.commands - 1, // minus our own INFO
 			NetInBytes: redis1.netIn - redis0.netIn, NetOutBytes: redis1.netOut - redis0.netOut}
@@ -403,6 +419,9 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 			once.Do(started)
 		}
 		st.events++
+		if opts.posted != nil {
+			opts.posted.Add(1)
+		}
 		if ns, ok := sentNs(ev); ok {
 			st.latencies = append(st.latencies, now.UnixNano()-ns)
 		}

@@ -150,8 +150,8 @@ func printText(w io.Writer, r *result) {
 	if f := r.Fanout; f != nil {
 		fmt.Fprintf(w, "fan-out     %d attachers (%d/run): %d completed, %d events, p50 %.3fms p99 %.3fms\n",
 			f.Attachers, f.PerRun, f.Completed, f.Events, f.Latency.P50, f.Latency.P99)
-		fmt.Fprintf(w, "fan-out mem rss %.1f -> %.1f MiB: %.1f KiB/attacher; cpu %.2fus/delivered event\n",
-			float64(f.RSSBeforeBytes)/(1<<20), float64(f.RSSAfterBytes)/(1<<20), float64(f.RSSPerAttacherBytes)/1024, f.CPUMicrosPerDelivered)
+		fmt.Fprintf(w, "fan-out mem rss %.1f -> %.1f MiB: %.1f KiB/attacher; cpu %.2fus/delivered event; redis %.2f commands/event once attached\n",
+			float64(f.RSSBeforeBytes)/(1<<20), float64(f.RSSAfterBytes)/(1<<20), float64(f.RSSPerAttacherBytes)/1024, f.CPUMicrosPerDelivered, f.RedisPerLiveEvent)
 		for k, n := range f.Errors {
 			fmt.Fprintf(w, "fan-out err %d × %s\n", n, k)
 		}

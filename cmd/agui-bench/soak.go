@@ -41,6 +41,13 @@ type fanout struct {
 	// POSTing clients and to the attachers); with AttachPID, that process's CPU divided by the
 	// events the attachers received.
 	CPUMicrosPerDelivered float64 `json:"cpu_us_per_delivered_event"`
+	// RedisPerLiveEvent is the Redis commands per event the POSTing clients received after
+	// every attacher was attached: what following costs, without the attachers' own setup
+	// (access checks, catch-up reads).
+	RedisPerLiveEvent float64 `json:"redis_commands_per_live_event"`
+	// liveCommands and liveEvents are the Redis commands and the POSTed events counted when
+	// every attacher was attached.
+	liveCommands, liveEvents int64
 }
 
 // redisUse is the Redis commands and network traffic the load cost.

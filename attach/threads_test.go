@@ -52,19 +52,10 @@ func (e *env) runTo(t *testing.T, user, thread, run, scenario string) {
 	io.Copy(io.Discard, res.Body)
 }
 
+// do makes a request without a body (see send).
 func (e *env) do(t *testing.T, method, path string, hdr http.Header) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), method, e.px.URL+path, nil)
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
+	return e.send(t, method, path, nil, hdr)
 }
 
 func (e *env) list(t *testing.T, user, query string) attach.ThreadListView {
@@ -221,10 +212,20 @@ func TestBulkExport(t *testing.T) {
 	})
 }
 
+// doBody is do with a JSON body.
 func (e *env) doBody(t *testing.T, method, path, body string, hdr http.Header) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), method, e.px.URL+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	return e.send(t, method, path, strings.NewReader(body), hdr)
+}
+
+// send makes one request to the proxy (a JSON body when body is not nil) and returns the
+// status and the whole answer.
+func (e *env) send(t *testing.T, method, path string, body io.Reader, hdr http.Header) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, e.px.URL+path, body)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
 		req.Header[k] = v
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
@@ -103,7 +104,8 @@ func benchBulkExport(b *testing.B, kind string, threads int) {
 
 	// Outside the timed loop: the live heap (after a GC) at every MiB of one more export, over
 	// the live heap before it: what the export holds, whatever the GC's pacing (the heap in
-	// use also counts garbage, which grows with the store's own live heap).
+	// use also counts garbage, which grows with the store's own live heap), with the reader
+	// paused.
 	b.StopTimer()
 	var ms runtime.MemStats
 	live := func() uint64 {
@@ -114,6 +116,9 @@ func benchBulkExport(b *testing.B, kind string, threads int) {
 	base := live()
 	var peak uint64
 	export(func() {
+		// Stop reading first: once the socket buffers are full the server waits on its write,
+		// and allocates nothing while the GC marks (what it allocates then counts as live).
+		time.Sleep(50 * time.Millisecond)
 		if l := live(); l > base {
 			peak = max(peak, l-base)
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -58,16 +59,7 @@ type message struct {
 // postRun starts a run through the proxy and returns every event of its stream.
 func postRun(t testing.TB, base, body string) []sseEvent {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST run: %v", err)
-	}
+	res := runtest.PostRun(t, t.Context(), base+"/", body, nil)
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(res.Body)

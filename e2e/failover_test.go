@@ -15,6 +15,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -102,16 +103,7 @@ func proxyFailover(t *testing.T, newStore func() *recorder.RedisStore, kill func
 	body := fmt.Sprintf(`{"threadId":%q,"runId":%q,"state":{},"tools":[],"context":[],`+
 		`"messages":[{"id":"u1","role":"user","content":"go"}],"forwardedProps":{"scenario":"slow","events":%d,"intervalMs":%d}}`,
 		failoverThread, failoverRun, failoverDeltas, failoverInterval)
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, a, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST run to proxy A: %v", err)
-	}
+	res := runtest.PostRun(t, t.Context(), a, body, nil)
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("POST run to proxy A: status %d", res.StatusCode)

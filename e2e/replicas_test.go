@@ -19,6 +19,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -247,16 +248,7 @@ func TestReplicaAttachersIdentical(t *testing.T) {
 	const threadID, runID = "replicas-thread", "replicas-run"
 	body := `{"threadId":"` + threadID + `","runId":"` + runID + `","state":{},"tools":[],"context":[],` +
 		`"messages":[{"id":"u1","role":"user","content":"scenario:tools"}],"forwardedProps":{"scenario":"tools"}}`
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, a, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST run to replica A: %v", err)
-	}
+	res := runtest.PostRun(t, t.Context(), a, body, nil)
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(res.Body)

@@ -28,7 +28,13 @@ for i = 4, #ARGV, 2 do
   redis.call('XADD', KEYS[2], n .. '-0', 't', ARGV[i], 'f', ARGV[i + 1])
 end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'last', n, 'gaps', '', 'compacted', ARGV[3])
-if ttl > 0 and n > 0 then
-  redis.call('PEXPIRE', KEYS[2], ttl)
+if n > 0 then
+  -- A stream node is allocated at its full size (4 KB) up front, so a short compacted run
+  -- would hold as much memory as a long raw one: rewriting the stream through DUMP and
+  -- RESTORE stores its node at its actual size. RESTORE also sets the run's TTL (0: none).
+  local dump = redis.call('DUMP', KEYS[2])
+  local keep = 0
+  if ttl > 0 then keep = ttl end
+  redis.call('RESTORE', KEYS[2], keep, dump, 'REPLACE')
 end
 return n

@@ -347,3 +347,52 @@ func TestRedisSeparatePools(t *testing.T) {
 		t.Errorf("20 reads: writer pool uses +%d, reader pool +%d, want 0 and >= 20", uses(w2)-uses(w1), uses(r2)-uses(r1))
 	}
 }
+
+// TestRedisCompactShrinks: a run compacted at rest holds the memory of its compacted events
+// (its stream node rewritten at its actual size, not the 4 KB a stream node is allocated with)
+// and keeps the store's TTL.
+func TestRedisCompactShrinks(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "cmp", TTL: time.Hour})
+	ctx := t.Context()
+	r := recorder.Run{ThreadID: "t", RunID: "r1", Epoch: recorder.NewEpoch()}
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var raw []recorder.Event
+	for i := 1; i <= 30; i++ {
+		raw = append(raw, recorder.Event{Seq: int64(i), Type: "TEXT_MESSAGE_CONTENT", Frame: []byte(fmt.Sprintf("data: {%q:%q}\n\n", "delta", strings.Repeat("x", 80)))})
+	}
+	if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: raw}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, "t", "r1", recorder.StatusFinished, "", 30); err != nil {
+		t.Fatal(err)
+	}
+	var stream string
+	for _, k := range keysUnder(t, c, "cmp") {
+		if strings.Contains(k, "events") {
+			stream = k
+		}
+	}
+	before, err := c.MemoryUsage(ctx, stream).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := recorder.NewEpoch()
+	merged := []recorder.Event{{Type: "TEXT_MESSAGE_CONTENT", Frame: []byte(fmt.Sprintf("data: {%q:%q}\n\n", "delta", strings.Repeat("x", 400)))}}
+	if err := s.ReplaceRunEvents(ctx, "t", "r1", r.Epoch, epoch, merged); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.MemoryUsage(ctx, stream).Result()
+	if err != nil || after > 1500 {
+		t.Errorf("MEMORY USAGE of the compacted stream = %d (%v), was %d raw; want its 400-byte event's size, under 1500", after, err, before)
+	}
+	if ttl, err := c.PTTL(ctx, stream).Result(); err != nil || ttl <= 0 || ttl > time.Hour {
+		t.Errorf("PTTL of the compacted stream = %v, %v, want within (0, 1h]", ttl, err)
+	}
+	if evs, err := s.Events(ctx, "t", "r1", 0, 0); err != nil || len(evs) != 1 || string(evs[0].Frame) != string(merged[0].Frame) {
+		t.Errorf("Events after compaction = %v, %v", evs, err)
+	}
+}

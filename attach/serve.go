@@ -143,35 +143,35 @@ func (h *Handler) prelude(ctx context.Context, run recorder.Run) ([]compact.Even
 }
 
 // followThread keeps a ?follow=1 stream open: each new run of the thread is streamed raw from
-// its RUN_STARTED, live.
+// its RUN_STARTED, live. Which run is the thread's latest is read once per FollowPoll per
+// process (live.Registry.WatchThread), however many streams follow the thread.
 func (h *Handler) followThread(ctx context.Context, r *http.Request, s *stream, th recorder.Thread, current string, follow bool) {
 	if !follow {
 		return
 	}
-	poll := time.NewTicker(h.cfg.FollowPoll)
-	defer poll.Stop()
-	idle := time.Now()
+	watch, release := h.threads.Live().WatchThread(th.ID, h.cfg.FollowPoll)
+	defer release()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-poll.C:
+		next, cancel := ctx, context.CancelFunc(func() {})
+		if h.cfg.HeartbeatInterval > 0 {
+			next, cancel = context.WithTimeout(ctx, h.cfg.HeartbeatInterval)
 		}
-		t, err := h.store.Thread(ctx, th.ID)
-		if err != nil {
+		latest, err := watch.Next(next, current)
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			if s.comment() != nil {
+				return
+			}
+			continue
+		default:
 			h.streamEnded(r, storeErr(err))
 			return
 		}
-		if t.LatestRunID == current {
-			if h.cfg.HeartbeatInterval > 0 && time.Since(idle) >= h.cfg.HeartbeatInterval {
-				if s.comment() != nil {
-					return
-				}
-				idle = time.Now()
-			}
-			continue
-		}
-		current = t.LatestRunID
+		current = latest
 		run, err := h.store.Run(ctx, th.ID, current)
 		if err != nil {
 			h.streamEnded(r, storeErr(err))
@@ -181,7 +181,6 @@ func (h *Handler) followThread(ctx context.Context, r *http.Request, s *stream, 
 			h.streamEnded(r, err)
 			return
 		}
-		idle = time.Now()
 	}
 }
 

@@ -363,3 +363,75 @@ func waitGoroutines(t *testing.T, before int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestWatchThreadShared: 50 streams following one thread share one poller; each learns the
+// thread's next run; a failed read ends every watcher and the next watcher starts afresh; the
+// poller stops with its last watcher.
+func TestWatchThreadShared(t *testing.T) {
+	before := runtime.NumGoroutine()
+	var mu sync.Mutex
+	latest, fail, inFlight, maxInFlight := "r1", error(nil), 0, 0
+	reg := NewRegistry(RegistryConfig{LatestRun: func(ctx context.Context, threadID string) (string, error) {
+		mu.Lock()
+		inFlight++
+		maxInFlight = max(maxInFlight, inFlight)
+		l, err := latest, fail
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // a read that takes a while: concurrent pollers would overlap
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return l, err
+	}})
+	const watchers = 50
+	var wg sync.WaitGroup
+	got := make([]string, watchers)
+	ready := make(chan struct{}, watchers)
+	for i := range watchers {
+		w, release := reg.WatchThread("t", time.Millisecond)
+		wg.Go(func() {
+			defer release()
+			ready <- struct{}{}
+			got[i], _ = w.Next(t.Context(), "r1")
+		})
+	}
+	for range watchers {
+		<-ready
+	}
+	if n := reg.Watches(); n != 1 {
+		t.Errorf("%d pollers for one thread, want 1", n)
+	}
+	mu.Lock()
+	latest = "r2"
+	mu.Unlock()
+	wg.Wait()
+	for i, g := range got {
+		if g != "r2" {
+			t.Errorf("watcher %d got %q, want r2", i, g)
+		}
+	}
+	mu.Lock()
+	if maxInFlight != 1 {
+		t.Errorf("%d concurrent reads of the thread, want 1", maxInFlight)
+	}
+	fail = errors.New("store down")
+	mu.Unlock()
+	w, release := reg.WatchThread("t", time.Millisecond)
+	if _, err := w.Next(t.Context(), "r2"); err == nil {
+		t.Error("Next after a failed read = nil error")
+	}
+	release()
+	mu.Lock()
+	fail, latest = nil, "r3"
+	mu.Unlock()
+	w, release = reg.WatchThread("t", time.Millisecond)
+	if l, err := w.Next(t.Context(), "r2"); l != "r3" || err != nil {
+		t.Errorf("a new watch after the failure: %q, %v, want r3", l, err)
+	}
+	release()
+	reg.Close()
+	if n := reg.Watches(); n != 0 {
+		t.Errorf("%d pollers left", n)
+	}
+	waitGoroutines(t, before)
+}

@@ -26,6 +26,8 @@ type RegistryConfig struct {
 	OnQuiet func(ctx context.Context, threadID, runID string)
 	// BacklogBytes is each hub's backlog (see NewHub).
 	BacklogBytes int
+	// LatestRun reads the id of a thread's latest run, for WatchThread.
+	LatestRun func(ctx context.Context, threadID string) (string, error)
 }
 
 // Registry holds the hubs of one process: the hub of each run this process pumps (Open), and
@@ -36,10 +38,11 @@ type RegistryConfig struct {
 type Registry struct {
 	cfg RegistryConfig
 
-	mu     sync.Mutex
-	local  map[runKey]*Hub
-	shared map[runKey]*sharedHub
-	wg     sync.WaitGroup // the shared followers' goroutines
+	mu      sync.Mutex
+	local   map[runKey]*Hub
+	shared  map[runKey]*sharedHub
+	watches map[string]*ThreadWatch
+	wg      sync.WaitGroup // the shared followers' and thread watches' goroutines
 }
 
 type runKey struct{ thread, run string }
@@ -53,7 +56,7 @@ type sharedHub struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry(cfg RegistryConfig) *Registry {
-	return &Registry{cfg: cfg, local: map[runKey]*Hub{}, shared: map[runKey]*sharedHub{}}
+	return &Registry{cfg: cfg, local: map[runKey]*Hub{}, shared: map[runKey]*sharedHub{}, watches: map[string]*ThreadWatch{}}
 }
 
 // Open registers the hub a run's pump publishes to, from its first event. The pump calls
@@ -129,12 +132,22 @@ func (r *Registry) Followers() int {
 	return len(r.shared)
 }
 
-// Close stops every shared follower and waits for their goroutines; their subscribers end
-// with context.Canceled.
+// Watches returns the number of threads watched (one poller each).
+func (r *Registry) Watches() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.watches)
+}
+
+// Close stops every shared follower and thread watch and waits for their goroutines; their
+// subscribers end with context.Canceled, their watchers wait until their own context ends.
 func (r *Registry) Close() {
 	r.mu.Lock()
 	for _, sh := range r.shared {
 		sh.cancel()
+	}
+	for _, w := range r.watches {
+		w.cancel()
 	}
 	r.mu.Unlock()
 	r.wg.Wait()

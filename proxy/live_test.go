@@ -366,3 +366,65 @@ func TestLiveSeamRandomCuts(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveFollowThreadShared: 20 ?follow=1 thread attachers of one thread share one reader of
+// the thread's latest run, and each streams the thread's next run live to its end.
+func TestLiveFollowThreadShared(t *testing.T) {
+	agent := runtest.StartAgent(t)
+	h, px := startProxy(t, agent.URL, Config{AttachFollowPoll: 20 * time.Millisecond})
+	res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t-follow", "r1", "chat"), nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	runtest.WaitRunEnded(t, h.Store(), "t-follow", "r1")
+	const followers = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, followers)
+	for range followers {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, px.URL+"/agui/threads/t-follow/events?follow=1", nil)
+		att, err := http.DefaultClient.Do(req)
+		if err != nil || att.StatusCode != http.StatusOK {
+			t.Fatalf("follow attach: %v %v", att, err)
+		}
+		rd := sse.NewReader(att.Body, sse.Limits{})
+		for { // the prelude, to its marker
+			f, err := rd.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(f.Data), "agui-proxy.replay_complete") {
+				break
+			}
+		}
+		wg.Go(func() {
+			defer att.Body.Close()
+			var types []string
+			for {
+				f, err := rd.Next()
+				if err != nil {
+					errs <- fmt.Errorf("after %v: %w", types, err)
+					return
+				}
+				if !f.HasData || !strings.HasPrefix(f.ID, "r2:") {
+					continue // a heartbeat, or the prelude's trailing RUN_FINISHED of r1
+				}
+				typ, _ := agui.EventType(f.Data)
+				types = append(types, typ)
+				if agui.IsTerminal(typ) {
+					if types[0] != agui.RunStarted || !strings.Contains(f.ID, "r2:") || typ != agui.RunFinished {
+						errs <- fmt.Errorf("followed %v ending at id %q, want run r2 from RUN_STARTED to RUN_FINISHED", types, f.ID)
+					}
+					return
+				}
+			}
+		})
+	}
+	redistest.WaitFor(t, 30*time.Second, "the followers' watch", func() bool { return h.threads.Live().Watches() == 1 })
+	res = runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t-follow", "r2", "chat"), nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -81,6 +81,10 @@ func New(cfg Config) (*Service, error) {
 	s.live = live.NewRegistry(live.RegistryConfig{
 		Follower: follower,
 		OnQuiet:  func(ctx context.Context, threadID, runID string) { s.ReapOrphan(ctx, threadID, runID) },
+		LatestRun: func(ctx context.Context, threadID string) (string, error) {
+			t, err := s.store.Thread(ctx, threadID)
+			return t.LatestRunID, err
+		},
 	})
 	return s, nil
 }

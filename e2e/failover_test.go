@@ -95,8 +95,8 @@ func proxyFailover(t *testing.T, newStore func() *recorder.RedisStore, kill func
 	agent := httptest.NewServer(gate)
 	t.Cleanup(agent.Close)
 	check := newStore()
-	a := startResumeProxy(t, agent.URL+"/", newStore())
-	b := startResumeProxy(t, agent.URL+"/", newStore())
+	a := startProxy(t, agent.URL+"/", newStore())
+	b := startProxy(t, agent.URL+"/", newStore())
 	openGate := sync.OnceFunc(func() { close(gate.open) })
 	t.Cleanup(openGate) // before the proxies' shutdown: a held run would delay it
 

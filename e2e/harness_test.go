@@ -6,13 +6,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
+	"github.com/agui-proxy/agui-proxy/proxy"
+	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
 // harnessScenarios is every demo scenario but bench (time-stamped, for agui-bench).
@@ -169,4 +173,28 @@ func itoa(n int) string {
 			return string(b)
 		}
 	}
+}
+
+// startProxy serves a proxy in front of upstream on store (nil: its own in-memory store) and
+// returns its URL.
+func startProxy(t testing.TB, upstream string, store recorder.Store) string {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := proxy.New(proxy.Config{Upstream: u, Store: store})
+	if err != nil {
+		t.Fatalf("proxy.New(%s) error = %v", u, err)
+	}
+	front := httptest.NewServer(h)
+	t.Cleanup(func() {
+		front.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown() = %v", err)
+		}
+	})
+	return front.URL + "/"
 }

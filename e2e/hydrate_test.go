@@ -14,7 +14,7 @@ import (
 // the answer (RUN_STARTED.input carries only the new message).
 func TestHydrateAfterReload(t *testing.T) {
 	requireOfficialClient(t)
-	proxied := startResumeProxy(t, startDemo(t), nil)
+	proxied := startProxy(t, startDemo(t), nil)
 	cmd := exec.CommandContext(t.Context(), "node", "hydrate-check.mjs", "--proxy", proxied)
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	out, err := cmd.Output()

@@ -1,15 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
-	"github.com/agui-proxy/agui-proxy/proxy"
 )
 
 // knownDivergences lists the scenarios where the proxy currently changes what the official
@@ -34,26 +30,10 @@ func TestProxyMatchesDirect(t *testing.T) {
 	requireOfficialClient(t)
 	agent := httptest.NewServer(demoagent.New(demoagent.Config{}))
 	t.Cleanup(agent.Close)
-	u, err := url.Parse(agent.URL + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := proxy.New(proxy.Config{Upstream: u})
-	if err != nil {
-		t.Fatalf("proxy.New(%s) error = %v", u, err)
-	}
-	front := httptest.NewServer(h)
-	t.Cleanup(func() {
-		front.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown() = %v", err)
-		}
-	})
+	front := startProxy(t, agent.URL+"/", nil)
 
 	scen := harnessScenarios()
-	out, err := runHarness(t, agent.URL+"/", front.URL+"/", scen)
+	out, err := runHarness(t, agent.URL+"/", front, scen)
 	if !strings.Contains(out, " passed, ") {
 		t.Fatalf("run-scenarios(direct, proxied) = %v without a summary line; node output:\n%s", err, out)
 	}

@@ -39,7 +39,7 @@ func twoReplicas(t testing.TB, upstream string) (a, b string) {
 			t.Fatalf("NewRedisStore(%s) error = %v", srv.URL(), err)
 		}
 		t.Cleanup(func() { st.Close() }) // runs after the proxy's Shutdown (cleanups are LIFO)
-		urls[i] = startResumeProxy(t, upstream, st)
+		urls[i] = startProxy(t, upstream, st)
 	}
 	return urls[0], urls[1]
 }
@@ -56,7 +56,7 @@ func twoClusterReplicas(t testing.TB, upstream string) (a, b string) {
 			t.Fatalf("NewRedisStore(cluster %v) error = %v", c.Addrs(), err)
 		}
 		t.Cleanup(func() { st.Close() })
-		urls[i] = startResumeProxy(t, upstream, st)
+		urls[i] = startProxy(t, upstream, st)
 	}
 	return urls[0], urls[1]
 }

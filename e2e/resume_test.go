@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -34,30 +33,6 @@ func runResumeHarness(t testing.TB, run, reattach string, scenarios []string, ex
 	cmd.Env = append(os.Environ(), "NODE_ENV=production", "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// startResumeProxy serves a proxy in front of upstream on store (nil: its own in-memory store) and
-// returns its URL.
-func startResumeProxy(t testing.TB, upstream string, store recorder.Store) string {
-	t.Helper()
-	u, err := url.Parse(upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := proxy.New(proxy.Config{Upstream: u, Store: store})
-	if err != nil {
-		t.Fatalf("proxy.New(%s) error = %v", u, err)
-	}
-	front := httptest.NewServer(h)
-	t.Cleanup(func() {
-		front.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown() = %v", err)
-		}
-	})
-	return front.URL + "/"
 }
 
 // knownResumeFailures lists the scenarios whose reattachment currently fails, with a fragment
@@ -118,7 +93,7 @@ func requireResumed(t testing.TB, what string, scenarios []string, out string, e
 // so its known divergences from the agent (TestProxyMatchesDirect) do not matter here.
 func TestResumeOfficialClient(t *testing.T) {
 	requireOfficialClient(t)
-	proxied := startResumeProxy(t, startDemo(t), nil)
+	proxied := startProxy(t, startDemo(t), nil)
 	scen := harnessScenarios()
 	out, err := runResumeHarness(t, proxied, proxied, scen)
 	requireResumed(t, "resume-scenarios(memory store)", scen, out, err)
@@ -133,7 +108,7 @@ func TestResumeOfficialClientDiskStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	proxied := startResumeProxy(t, startDemo(t), store)
+	proxied := startProxy(t, startDemo(t), store)
 	scen := harnessScenarios()
 	out, err := runResumeHarness(t, proxied, proxied, scen)
 	requireResumed(t, "resume-scenarios(disk store)", scen, out, err)
@@ -194,7 +169,7 @@ func tamperStream(t testing.TB, target string, f func([]byte) []byte) string {
 // as a FAIL for that scenario.
 func TestResumeHarnessDetectsDifferences(t *testing.T) {
 	requireOfficialClient(t)
-	proxied := startResumeProxy(t, startDemo(t), nil)
+	proxied := startProxy(t, startDemo(t), nil)
 	tests := []struct {
 		name     string
 		scenario string

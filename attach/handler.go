@@ -51,9 +51,13 @@ type Config struct {
 	FollowPoll time.Duration
 	// MaxImportBytes bounds an import document. Default DefaultMaxImportBytes.
 	MaxImportBytes int64
-	// StoreTimeout bounds each store read of the bulk export (one index page, one thread):
-	// the export is a stream, so its whole length is not bounded (the proxy bounds the other
-	// non-stream requests as a whole). 0: unbounded.
+	// StoreTimeout bounds each store wait that decides an answer before streaming goes on
+	// (AGUI_STORE_TIMEOUT): the reads an event stream makes before its first byte (the access
+	// check, the head run, the cursor check, the prelude), so a store that does not answer in
+	// time gets 503 StoreUnavailable instead of a stream, and each store read of the bulk
+	// export (one index page, one thread). A stream's whole length is not bounded: the live
+	// tail after the first byte waits for the store (with heartbeats). The proxy bounds the
+	// other, non-stream requests as a whole. Zero: unbounded.
 	StoreTimeout time.Duration
 	// Metrics observes attached streams and preludes. nil: none.
 	Metrics Metrics
@@ -168,6 +172,15 @@ const (
 // writeErr answers err as a problem and logs it once.
 func writeErr(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	problem.Respond(w, r, log, err)
+}
+
+// setupCtx returns ctx bounded by StoreTimeout, for the store reads before a stream's first
+// byte; the deadline's cause is problem.ErrStoreTimeout (answered 503 StoreUnavailable).
+func (h *Handler) setupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if h.cfg.StoreTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 }
 
 // access is thread.Service.Access for the request's caller.

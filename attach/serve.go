@@ -25,7 +25,9 @@ import (
 // compacted history. With ?follow=1 the stream stays open for the thread's next runs.
 func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	th, err := h.access(ctx, r, r.PathValue("thread"))
+	sctx, cancel := h.setupCtx(ctx) // every store read before the first byte
+	defer cancel()
+	th, err := h.access(sctx, r, r.PathValue("thread"))
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return
@@ -62,7 +64,7 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case idx < 0:
-			if _, err := h.store.Run(ctx, th.ID, cursor.RunID); err != nil {
+			if _, err := h.store.Run(sctx, th.ID, cursor.RunID); err != nil {
 				writeErr(w, r, h.log, storeErr(err)) // unknown or foreign: a clear 404
 				return
 			}
@@ -96,12 +98,14 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.cfg.Metrics.Resumed(false)
 	}
-	if err := s.begin(h.cfg.Retry, resume); err != nil {
+	// The prelude is read before the first byte: a store that fails here gets a problem, not
+	// a stream that breaks off.
+	prelude, pos, spans, err := h.prelude(sctx, head)
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	prelude, pos, spans, err := h.prelude(ctx, head)
-	if err != nil {
-		h.streamEnded(r, err)
+	if err := s.begin(h.cfg.Retry, resume); err != nil {
 		return
 	}
 	live := head.Status == recorder.StatusRunning
@@ -200,7 +204,9 @@ func (h *Handler) streamEnded(r *http.Request, err error) {
 // raw events from its start or strictly after the cursor, then live until the run ends.
 func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	_, run, err := h.accessRun(ctx, r)
+	sctx, cancel := h.setupCtx(ctx) // the store reads before the first byte
+	defer cancel()
+	_, run, err := h.accessRun(sctx, r)
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return
@@ -246,13 +252,15 @@ func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
 // cursor exactly once, then the live tail. The agent is not called again.
 func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, runID, lastEventID string) {
 	ctx := r.Context()
+	sctx, cancel := h.setupCtx(ctx) // every store read before the first byte
+	defer cancel()
 	began := time.Now()
-	th, err := h.access(ctx, r, threadID)
+	th, err := h.access(sctx, r, threadID)
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	run, err := h.store.Run(ctx, th.ID, runID)
+	run, err := h.store.Run(sctx, th.ID, runID)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return
@@ -273,12 +281,12 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 	case !run.Complete(cursor.Seq):
 		failed, cut = "events after this id are no longer all stored (trimmed or lost)", run.LastSeq
 	}
-	base, err := h.threads.Branch(ctx, th.ID, run.ParentRunID)
+	base, err := h.threads.Branch(sctx, th.ID, run.ParentRunID)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	cur, last, err := h.threads.RunEvents(ctx, th.ID, run.RunID, 0, cut)
+	cur, last, err := h.threads.RunEvents(sctx, th.ID, run.RunID, 0, cut)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return

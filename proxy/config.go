@@ -112,9 +112,10 @@ type Config struct {
 	// UPSTREAM_IDLE). Default DefaultUpstreamIdleTimeout; negative disables the watchdog.
 	UpstreamIdleTimeout time.Duration
 	// StoreTimeout bounds how long a request waits on the store before it is answered 503
-	// StoreUnavailable: the reads that decide whether a run may start, and the history, runs,
-	// export, import and stop endpoints (a paused Redis answers nothing). Event streams are
-	// not bounded by it. Default DefaultStoreTimeout.
+	// StoreUnavailable: the reads that decide whether a run may start, the history, runs,
+	// export, import and stop endpoints, and the reads of an event stream (thread and run
+	// attach, a resume) before its first byte (a paused Redis answers nothing). A stream
+	// that started waits for the store. Default DefaultStoreTimeout.
 	StoreTimeout time.Duration
 	// ClientQueueBytes bounds the bytes queued for one client; a client that falls further
 	// behind is disconnected (it can resume) instead of slowing the run. A frame always fits

@@ -163,8 +163,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if !strings.HasSuffix(r.URL.Path, "/events") && r.URL.Path != h.cfg.AttachPrefix+"export" {
 			// History, runs, export, import and stop answer once the store did: bound the
-			// wait (503 StoreUnavailable after StoreTimeout). Event streams are not bounded,
-			// nor is the bulk export, which bounds each of its store reads instead.
+			// wait (503 StoreUnavailable after StoreTimeout). Event streams and the bulk export
+			// bound their store reads before the first byte, and each read of the export,
+			// themselves (attach.Config.StoreTimeout), not the stream.
 			ctx, cancel := context.WithTimeoutCause(r.Context(), h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 			defer cancel()
 			r = r.WithContext(ctx)

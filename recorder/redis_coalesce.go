@@ -18,10 +18,14 @@ const (
 
 // coalescer merges concurrent small calls (a run start's thread read, run read and creation)
 // into shared pipelines: each caller queues its commands; while fewer than coalesceSenders
-// pipelines are in flight the caller becomes a sender and sends everything queued in one round
-// trip, then whatever queued meanwhile, until the queue is empty. Under a burst of run starts
-// that turns hundreds of round trips (and pool waits that end in "connection pool timeout")
-// into a few pipelines. No goroutine is started: senders are callers.
+// pipelines are in flight the caller starts a sender goroutine, which sends everything queued
+// in one round trip, then whatever queued meanwhile, until the queue is empty, and ends. Under
+// a burst of run starts that turns hundreds of round trips (and pool waits that end in
+// "connection pool timeout") into a few pipelines. The sender is a goroutine, not the caller
+// itself, so that every caller waits only as long as its own context allows (a paused Redis
+// holds a pipeline until the client's read timeout); at most coalesceSenders run at once,
+// and each ends with its last pipeline (bounded by the client's timeouts, failed at once
+// after Close).
 type coalescer struct {
 	c redis.UniversalClient
 
@@ -57,7 +61,7 @@ func (c *coalescer) do(ctx context.Context, queue func(p redis.Pipeliner)) (answ
 	}
 	c.mu.Unlock()
 	if send {
-		c.send()
+		go c.send()
 	}
 	select {
 	case res := <-call.done:

@@ -143,6 +143,10 @@ func newEnv(t *testing.T, kind string, srv *redistest.Server, mut func(*proxy.Co
 	if mut != nil {
 		mut(&cfg)
 	}
+	if cfg.Store != e.store { // mut brought a store of its own: use (and close) that one
+		e.store.Close()
+		e.store = cfg.Store
+	}
 	e.multi = cfg.IdentityHeader != ""
 	h, err := proxy.New(cfg)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/proxy"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestHostileRedisPaused freezes a private redis-server (SIGSTOP) under a proxy: reads and
@@ -58,6 +60,72 @@ func TestHostileRedisPaused(t *testing.T) {
 	after := e.id("t")
 	e.run(t, after, e.id("r"), nil)
 	e.readable(t, after)
+}
+
+// TestHostileRedisPausedStreams freezes a private redis-server (SIGSTOP) under a proxy whose
+// Redis client would wait a minute for an answer: the event streams (thread attach with and
+// without a cursor or follow, run attach with and without a cursor) answer 503
+// StoreUnavailable problems once StoreTimeout passed, before any byte of a stream, so only
+// AGUI_STORE_TIMEOUT bounds them (a stream that waited for the client's own timeout would
+// outlast the test's 30 s request limit). Once Redis continues they stream again. Class:
+// redis-paused.
+func TestHostileRedisPausedStreams(t *testing.T) {
+	srv := redistest.Start(t)
+	opts, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ReadTimeout, opts.WriteTimeout, opts.PoolTimeout, opts.ContextTimeoutEnabled = time.Minute, time.Minute, time.Minute, true
+	store, err := recorder.NewRedisStore(t.Context(), recorder.RedisConfig{Options: opts, Prefix: "paused-streams"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, "redis", srv, func(c *proxy.Config) { c.Store, c.StoreTimeout = store, 300*time.Millisecond })
+	th, run := e.id("t"), e.id("r")
+	live := events(t, e.run(t, th, run, nil).body)
+	e.readable(t, th)
+	after := live[1].id
+
+	srv.Stop()
+	stopped := true
+	defer func() {
+		if stopped {
+			srv.Continue()
+		}
+	}()
+	base := "/agui/threads/" + th
+	requests := []struct {
+		path string
+		hdr  []string
+	}{
+		{base + "/events", nil},
+		{base + "/events?follow=1", nil},
+		{base + "/events", []string{"Last-Event-ID", after}},
+		{base + "/events?after=" + after, nil},
+		{base + "/runs/" + run + "/events", nil},
+		{base + "/runs/" + run + "/events", []string{"Last-Event-ID", after}},
+	}
+	for _, q := range requests {
+		start := time.Now()
+		r := e.get(t, q.path, q.hdr...)
+		t.Logf("GET %s %v while Redis is paused: %d after %v", q.path, q.hdr, r.status, time.Since(start))
+		p := problemOf(t, r, http.StatusServiceUnavailable, proxy.CodeStoreUnavailable)
+		if r.header.Get("Retry-After") == "" || strings.Contains(p.Detail, "127.0.0.1") {
+			t.Errorf("GET %s while Redis is paused: %+v, Retry-After %q", q.path, p, r.header.Get("Retry-After"))
+		}
+	}
+
+	srv.Continue()
+	stopped = false
+	for _, q := range requests {
+		if strings.Contains(q.path, "follow=1") {
+			continue // stays open for the next run
+		}
+		r := e.get(t, q.path, q.hdr...)
+		if evs := events(t, r.body); r.status != http.StatusOK || len(evs) == 0 {
+			t.Errorf("GET %s %v after Redis continued: %d, %d events", q.path, q.hdr, r.status, len(evs))
+		}
+	}
 }
 
 // TestHostileLimitsContradict: limits that contradict each other are refused at start-up

@@ -49,9 +49,9 @@ func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
 	s := newStream(w, h.cfg.WriteTimeout)
 	var failed string
 	if hasCursor {
-		// The lineage only for a cursor: without one the prelude reads the head's checkpoint,
-		// and a walk up a long thread would cost one store read per run.
-		chain, err := h.threads.Lineage(ctx, th.ID, head.RunID)
+		// The lineage only for a cursor, and only up to the cursor's run (usually the head):
+		// a walk up a long thread costs one store read per run.
+		chain, err := h.threads.LineageFrom(ctx, th.ID, head.RunID, cursor.RunID)
 		if err != nil {
 			writeErr(w, r, h.log, storeErr(err))
 			return

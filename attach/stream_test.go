@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -207,6 +209,43 @@ func TestLastEventIDAttach(t *testing.T) {
 			t.Errorf("run attach after the next-to-last event = %d events", len(got))
 		}
 	})
+}
+
+// TestLastEventIDEarlierRun: a cursor in an earlier run of the branch resumes exactly across
+// the later runs; a cursor in a run of another branch (a fork) answers the full history with
+// resume_failed.
+func TestLastEventIDEarlierRun(t *testing.T) {
+	e := newEnv(t, proxy.Config{})
+	var runs [][]event
+	for _, body := range []string{
+		runtest.RunBody("ler", "a", "chat", ""),
+		runtest.RunBody("ler", "b", "chat", ""),
+		strings.Replace(runtest.RunBody("ler", "fork", "chat", ""), `"threadId"`, `"parentRunId":"a","threadId"`, 1),
+		strings.Replace(runtest.RunBody("ler", "c", "chat", ""), `"threadId"`, `"parentRunId":"b","threadId"`, 1),
+	} {
+		res := e.post(t, t.Context(), body, nil)
+		runs = append(runs, readEvents(t, res.Body))
+		res.Body.Close()
+	}
+	runtest.WaitRunEnded(t, e.h.Store(), "ler", "c")
+	res := e.get(t, "/agui/threads/ler/events", http.Header{"Last-Event-ID": {runs[1][3].id}})
+	got := readEvents(t, res.Body)
+	res.Body.Close()
+	want := append(slices.Clone(runs[1][4:]), runs[3]...)
+	if res.Header.Get(attach.ResumeHeader) != "exact" || len(got) != len(want) {
+		t.Fatalf("resume from run b's 4th event: %s, %d events, want exact, %d", res.Header.Get(attach.ResumeHeader), len(got), len(want))
+	}
+	for i := range want {
+		if got[i].id != want[i].id || !bytes.Equal(got[i].data, want[i].data) {
+			t.Fatalf("event %d = %s, want %s", i, got[i].id, want[i].id)
+		}
+	}
+	res = e.get(t, "/agui/threads/ler/events", http.Header{"Last-Event-ID": {runs[2][3].id}})
+	got = readEvents(t, res.Body)
+	res.Body.Close()
+	if res.Header.Get(attach.ResumeHeader) != "full-history" || len(got) < 2 || !bytes.Contains(got[1].data, []byte(attach.EventResumeFailed)) {
+		t.Errorf("resume from the fork's event: %s, %d events; want full-history with resume_failed", res.Header.Get(attach.ResumeHeader), len(got))
+	}
 }
 
 // TestAttachErrors checks the clear 4xx answers for unknown, foreign and malformed ids, and the

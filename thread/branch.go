@@ -17,8 +17,15 @@ const maxLineageRuns = 100000
 
 // Lineage returns the runs from the thread's root to runID, following parentRunId.
 func (s *Service) Lineage(ctx context.Context, threadID, runID string) ([]recorder.Run, error) {
+	return s.LineageFrom(ctx, threadID, runID, "")
+}
+
+// LineageFrom is Lineage starting at the ancestor from instead of the root when runID's
+// lineage holds it (a run of the lineage read from the store per step: a resume whose cursor
+// is in the head run reads one).
+func (s *Service) LineageFrom(ctx context.Context, threadID, runID, from string) ([]recorder.Run, error) {
 	var chain []recorder.Run
-	for id := runID; id != ""; {
+	for id := runID; id != "" && (len(chain) == 0 || chain[len(chain)-1].RunID != from); {
 		if len(chain) == maxLineageRuns {
 			return nil, fmt.Errorf("lineage of run %q is longer than %d runs", runID, maxLineageRuns)
 		}

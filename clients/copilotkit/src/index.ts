@@ -310,7 +310,7 @@ export class AguiProxyAgentRunner implements AgentRunner {
     for (const route of new Set(this.routes.values())) {
       const res = await this.fetchImpl(this.attachUrl(route, threadId, "/runs"), { headers: this.proxyHeaders() });
       if (res.status === 404 || res.status === 409) {
-        await res.body?.cancel(); // unknown here, another identity's, or another route's thread
+        await res.body?.cancel(); // unused on this route for this identity (each has its own thread ids)
         continue;
       }
       if (!res.ok) throw await problem(res, `runs of thread ${threadId}`);

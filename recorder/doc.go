@@ -127,38 +127,36 @@
 //
 // # Live tails (Follow)
 //
-// A third client, started by the first Follow, holds at most two connections however many
-// subscriptions there are: one for the store's single tail goroutine, which loops on
-// `XREAD COUNT 512 BLOCK <=1000 STREAMS <every followed stream> <lowest position of its
-// followers>` (never BLOCK 0; socket deadline block + 1 s; no go-redis retries, the loop backs
-// off up to 2 s while Redis is unreachable), and one for `CLIENT UNBLOCK`, which cuts the
-// running read short when a follower joins below what it covers. Follow itself catches up
-// with XRANGE on the reader pool and joins the tail at the last seq it read; the tail hands
-// each entry to every follower below it, so nothing is lost or repeated at the seam, and the
-// per-follower queue is bounded (FollowQueue; overflow → ErrSlowSubscriber, the tail never
-// waits for a reader). Runs that stay quiet for half a block have their metadata read (one
-// pipeline for all of them): not running and fully delivered → io.EOF; hash gone, another
-// epoch, or the stream gone under unread events → ErrRunNotFound. Events trimmed by
-// MaxEventsPerRun before the tail read them → ErrSlowSubscriber; a recorded gap is followed
-// across. With Sentinel the tail's client is a failover client: after a failover the read
-// fails, the tail backs off and reconnects to the new master, and the followers resume from
-// their positions.
+// Follow catches up with XRANGE on the reader pool and joins the store's single tail goroutine
+// at the last seq it read; the tail hands each entry to every follower below it, so nothing is
+// lost or repeated at the seam, and the per-follower queue is bounded (FollowQueue; overflow →
+// ErrSlowSubscriber, the tail never waits for a reader). Runs that stay quiet for half a block
+// have their metadata read (one pipeline for all of them, at most once per FollowBlock):
+// not running and fully delivered → io.EOF; hash gone, another epoch, or the stream gone under
+// unread events → ErrRunNotFound; stored beyond what the followers got → read again.
+// Events trimmed by MaxEventsPerRun before the tail read them → ErrSlowSubscriber; a recorded
+// gap is followed across. A third client, started by the first Follow, serves the tail.
 //
-// On Redis Cluster one XREAD may only name keys of one hash slot, even on one node, so the
-// tail cannot block in one XREAD there. append.lua and finish_run.lua end with a sharded
-// publish (SPUBLISH) on a channel named like the run's stream key, and the tail holds one
-// subscriber connection per master node, SSUBSCRIBEd to the followed streams that node owns:
-// the node's one blocking reader. A message marks its stream due; each round reads the due
-// streams with one pipeline of non-blocking XREADs, one per slot, from the lowest position of
-// their followers (go-redis sends each master its part on one pooled connection and follows
-// MOVED and ASK), so the seam is the same as on one server, and an idle tail reads nothing.
+// The tail is notified. append.lua and finish_run.lua end with a sharded publish (SPUBLISH,
+// Redis 7) on a channel named like the run's stream key, and the tail holds one subscriber
+// connection per master node (one in all on a single server or Sentinel), SSUBSCRIBEd to the
+// followed streams that node owns: the node's one blocking reader. A message marks its stream
+// due; each round reads only the due streams with non-blocking XREADs from the lowest position
+// of their followers (on Cluster one per slot, pipelined: one XREAD may only name keys of one
+// hash slot, even on one node; go-redis sends each master its part and follows MOVED and ASK),
+// so a round costs what was written, not what is followed, and an idle tail reads nothing.
 // Streams are regrouped (unsubscribed from the old node, subscribed on the new, read once)
-// when a subscriber connection fails, when the server ends a subscription because its slot
-// moved, after a read error, and every FollowBlock from the slot map; a notification missed
-// meanwhile is caught by the quiet runs' status read (stored last seq beyond the followers'
-// position: read again). Servers without sharded pub/sub (Redis 6) make the tail read every
-// followed stream each round, pausing FollowPoll after an empty one. Per master: one
-// subscriber connection plus at most two pooled ones, however many streams are followed.
+// when a subscriber connection fails (a Sentinel failover reconnects it to the new master),
+// when the server ends a subscription because its slot moved, after a read error, and every
+// FollowBlock from the slot map; a notification missed meanwhile is caught by the quiet runs'
+// status read. Per master: one subscriber connection plus at most two pooled ones, however
+// many streams are followed. While Redis is unreachable the tail backs off up to 2 s.
+//
+// Servers without sharded pub/sub (Redis 6): on a single server or Sentinel the tail loops on
+// `XREAD COUNT 512 BLOCK <=1000 STREAMS <every followed stream> <lowest position of its
+// followers>` on one connection (never BLOCK 0; socket deadline block + 1 s), and a second
+// connection sends `CLIENT UNBLOCK` when a follower joins below what the read covers; on
+// Cluster it reads every followed stream each round, pausing FollowPoll after an empty one.
 //
 // # Disk store
 //

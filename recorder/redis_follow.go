@@ -59,11 +59,11 @@ func tailOptions(o redis.Options) redis.Options {
 
 // Follow implements Follower. It reads the stored events after afterSeq with XRANGE on the
 // reader pool (in pages of at most followPage; later pages are read by Next), then joins the
-// store's one tail goroutine at the last seq it read. That goroutine reads every followed
-// stream with one XREAD BLOCK (finite) on its own connection (on Redis Cluster: the streams
-// a subscriber connection per master announced, with non-blocking XREADs; see the package
-// documentation) and hands each entry to every follower whose position is below it, so no
-// event is lost or repeated between the catch-up and the live part. A followed run that stays quiet for FollowBlock has its metadata read:
+// store's one tail goroutine at the last seq it read. That goroutine reads the streams a
+// subscriber connection per master announced (see the package documentation; a single
+// server without sharded pub/sub: every followed stream with one XREAD BLOCK) from the
+// lowest position of their followers and hands each entry to every follower whose position is
+// below it, so no event is lost or repeated between the catch-up and the live part. A followed run that stays quiet for FollowBlock has its metadata read:
 // not running and nothing left to deliver ends the subscription with io.EOF; metadata gone,
 // replaced (another epoch) or events lost end it with an error wrapping ErrRunNotFound.
 // While Redis is unreachable the tail retries with backoff and followers keep waiting.
@@ -309,9 +309,10 @@ func (sub *redisSub) Close() error {
 	return nil
 }
 
-// tailer is a RedisStore's one live reader: a goroutine blocked in XREAD over every stream
-// that has followers, fanning entries out to their queues. On Redis Cluster (cc set, c nil)
-// it blocks in one subscriber connection per master instead: see redis_follow_cluster.go.
+// tailer is a RedisStore's one live reader, fanning entries out to their followers' queues:
+// notified by one subscriber connection per master (Redis 7, see redis_follow_cluster.go), or
+// on a single server without sharded pub/sub a goroutine blocked in XREAD over every stream
+// that has followers (run). cc is set on Cluster, c otherwise.
 type tailer struct {
 	s     *RedisStore
 	c     *redis.Client        // single server or Sentinel
@@ -325,7 +326,7 @@ type tailer struct {
 	unblocked bool                   // a CLIENT UNBLOCK was sent during the current read
 	wakeup    chan struct{}          // buffered 1: a stream joined while none was followed
 
-	// Cluster only (redis_follow_cluster.go), guarded by mu.
+	// The notified tail (redis_follow_cluster.go), guarded by mu.
 	bells   map[string]*bell // by master address
 	due     map[string]bool  // events keys to read in the next round
 	regroup bool             // re-check every stream's master before the next round
@@ -360,7 +361,13 @@ func newTailer(s *RedisStore) *tailer {
 		go t.runCluster()
 	case *redis.Client:
 		t.c = c
-		go t.run()
+		go func() {
+			if t.shardedPubSub() {
+				t.runCluster()
+			} else {
+				t.run()
+			}
+		}()
 	}
 	return t
 }
@@ -391,9 +398,7 @@ func (t *tailer) add(sub *redisSub) {
 	sub.mu.Unlock()
 	ts.subs[sub] = struct{}{}
 	ts.lastCheck = time.Time{} // read the run's status soon: it may have ended already
-	if t.cc != nil {
-		t.due[sub.k.events] = true // the next round reads it from this follower's position
-	}
+	t.due[sub.k.events] = true // notified tail: the next round reads it from this follower's position
 	sp, reading := t.inflight[sub.k.events]
 	unblock := t.inflight != nil && (!reading || fed < sp) && !t.unblocked
 	if unblock {
@@ -784,9 +789,9 @@ func (t *tailer) checkQuiet(conn tailCmdable) error {
 				t.end(sub, fmt.Errorf("events of run %q in thread %q were lost while followed: %w", ts.runID, ts.threadID, ErrRunNotFound))
 			case status != StatusRunning && fed >= last:
 				t.end(sub, io.EOF)
-			case t.cc != nil && last > fed:
-				// Stored beyond what this follower got, and quiet: on Cluster a notification
-				// can be missed while a slot moves; read the stream again.
+			case last > fed:
+				// Stored beyond what this follower got, and quiet: a notification can be
+				// missed (a slot moving, a subscriber reconnecting); read the stream again.
 				t.due[ts.k.events] = true
 			}
 		}

@@ -10,30 +10,33 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The live tail on Redis Cluster.
+// The notified live tail (Redis 7: every topology).
 //
-// One XREAD may only name keys of one hash slot there (CROSSSLOT otherwise, even when one node
-// owns all of them), so a blocking XREAD over every followed stream, the single-server tail,
-// is impossible, and one blocking XREAD per stream or per slot would hold a connection each.
-// Instead every write that adds to a run's stream (append.lua, finish_run.lua) ends with a
-// sharded publish (SPUBLISH, Redis 7) on a channel named like the stream's key, so in the
-// stream's slot, and the tail holds one subscriber connection per master node: a bell. Each
-// bell is SSUBSCRIBEd to the followed streams its node owns and is the node's one blocking
-// reader; a message (or the confirmation of a subscription) marks its stream due, and the tail
-// goroutine reads the due streams with one pipeline of non-blocking XREADs, one per slot,
-// from the lowest position of their followers: the same read and the same seam as on a single
-// server. Nothing is read while nothing is written.
+// On Redis Cluster one XREAD may only name keys of one hash slot (CROSSSLOT otherwise, even
+// when one node owns all of them), so a blocking XREAD over every followed stream is
+// impossible there, and one blocking XREAD per stream or per slot would hold a connection
+// each; on one server a blocking XREAD naming every followed stream costs, each round, what is
+// followed rather than what was written. Instead every write that adds to a run's stream
+// (append.lua, finish_run.lua) ends with a sharded publish (SPUBLISH) on a channel named like
+// the stream's key, so in the stream's slot, and the tail holds one subscriber connection per
+// master node (one on a single server or Sentinel): a bell. Each bell is SSUBSCRIBEd to the
+// followed streams its node owns and is the node's one blocking reader; a message (or the
+// confirmation of a subscription) marks its stream due, and the tail goroutine reads the due
+// streams with non-blocking XREADs (on Cluster one per slot, pipelined), from the lowest
+// position of their followers: the same read and the same seam as the blocking tail. Nothing
+// is read while nothing is written.
 //
 // Streams are grouped by the master that owns their slot in the cluster client's slot map,
 // and regrouped (the stream unsubscribed from the old node, subscribed on the new one, and read
-// once) when a bell fails (connection lost, MOVED for a subscription), when the server ends a
-// subscription itself (its slot left the node), after a read error, and every FollowBlock
-// from the client's slot map, which go-redis reloads on MOVED/ASK and at least every
-// DefaultClusterStateReload. Notifications missed in between (a publish on a slot's new
-// owner before the bell moved there) are caught by the status read of quiet runs: a run
-// whose stored last seq is beyond what its followers got is read again. A cluster whose
-// servers have no sharded pub/sub (Redis 6) makes the tail read every followed stream every
-// round instead, pausing FollowPoll after an empty one.
+// once) when a bell fails (connection lost, MOVED for a subscription; after a Sentinel
+// failover the new bell reaches the new master), when the server ends a subscription itself
+// (its slot left the node), after a read error, and every FollowBlock from the slot map, which
+// go-redis reloads on MOVED/ASK and at least every DefaultClusterStateReload. Notifications
+// missed in between (a publish on a slot's new owner before the bell moved there) are caught
+// by the status read of quiet runs: a run whose stored last seq is beyond what its followers
+// got is read again. A cluster whose servers have no sharded pub/sub (Redis 6) makes the tail
+// read every followed stream every round instead, pausing FollowPoll after an empty one; a
+// single server without it gets the blocking tail (run).
 
 // bell is the tail's subscriber connection to one master node. The tail goroutine creates,
 // subscribes and closes it; its own goroutine (listen) only receives. subscribed is guarded by
@@ -154,9 +157,9 @@ func (t *tailer) bellFailed(b *bell, err error) {
 	t.wake()
 }
 
-// runCluster is the tail loop on Redis Cluster: keep the bells in line with the slot map, read
-// the due streams, hand the entries out, read the status of quiet runs; on a Redis error back
-// off and regroup.
+// runCluster is the notified tail loop (Cluster, and single server or Sentinel on Redis 7):
+// keep the bells in line with the slot map, read the due streams, hand the entries out, read
+// the status of quiet runs; on a Redis error back off and regroup.
 func (t *tailer) runCluster() {
 	defer close(t.done)
 	defer t.closeBells()
@@ -172,7 +175,9 @@ func (t *tailer) runCluster() {
 		t.mu.Lock()
 		t.regroup = true
 		t.mu.Unlock()
-		t.cc.ReloadState(context.Background())
+		if t.cc != nil {
+			t.cc.ReloadState(context.Background())
+		}
 		backoff = min(max(2*backoff, 50*time.Millisecond), tailMaxBackoff)
 		select {
 		case <-time.After(backoff):
@@ -206,7 +211,7 @@ func (t *tailer) runCluster() {
 			res, err = t.readCluster(keys, sps)
 			t.endRead()
 			if err == nil {
-				err = t.dispatch(t.cc, res, sps)
+				err = t.dispatch(t.cmd(), res, sps)
 			}
 			if err != nil {
 				t.markDue(keys)
@@ -222,7 +227,7 @@ func (t *tailer) runCluster() {
 			}
 		}
 		if time.Since(lastQuiet) >= t.block || t.endDue() {
-			if err := t.checkQuiet(t.cc); err != nil {
+			if err := t.checkQuiet(t.cmd()); err != nil {
 				if !fail(err) {
 					return
 				}
@@ -355,7 +360,7 @@ func (t *tailer) assign() (bool, error) {
 	clients := map[string]*redis.Client{}
 	var firstErr error
 	for slot, key := range slots {
-		c, err := t.cc.MasterForKey(ctx, key)
+		c, err := t.masterFor(ctx, key)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -433,6 +438,38 @@ func (t *tailer) assign() (bool, error) {
 	return regroup && firstErr == nil, firstErr
 }
 
+// cmd is what the notified tail reads with: the cluster client, or the single server's (or
+// Sentinel's) client.
+func (t *tailer) cmd() tailCmdable {
+	if t.cc != nil {
+		return t.cc
+	}
+	return t.c
+}
+
+// masterFor returns the client of the master owning key: on one server (or Sentinel: the
+// current master, which the client's connections follow) the tail's own client.
+func (t *tailer) masterFor(ctx context.Context, key string) (*redis.Client, error) {
+	if t.cc != nil {
+		return t.cc.MasterForKey(ctx, key)
+	}
+	return t.c, nil
+}
+
+// shardedPubSub reports whether the single server (or Sentinel master) knows SSUBSCRIBE
+// (Redis 7): then its tail is notified like the Cluster tail; else it blocks in one XREAD over
+// every followed stream. A server that does not answer COMMAND INFO is assumed to (a failing
+// subscription switches the tail to polling).
+func (t *tailer) shardedPubSub() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
+	defer cancel()
+	res, err := t.c.Do(ctx, "COMMAND", "INFO", "ssubscribe").Slice()
+	if err != nil {
+		return true
+	}
+	return len(res) == 1 && res[0] != nil
+}
+
 // bySlot groups keys by hash slot.
 func bySlot(keys []string) [][]string {
 	groups := map[uint16][]string{}
@@ -479,9 +516,12 @@ func (t *tailer) closeBells() {
 func (t *tailer) readCluster(keys []string, sps map[string]int64) ([]redis.XStream, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.block+tailGrace)
 	defer cancel()
-	groups := bySlot(keys)
+	groups := [][]string{keys} // one server: one XREAD
+	if t.cc != nil {
+		groups = bySlot(keys)
+	}
 	cmds := make([]*redis.XStreamSliceCmd, 0, len(groups))
-	_, err := t.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := t.cmd().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, g := range groups {
 			args := make([]string, 0, 2*len(g))
 			args = append(args, g...)

@@ -300,8 +300,9 @@ func TestRedisFollowTrimmedUnread(t *testing.T) {
 	}
 }
 
-// TestRedisFollowManyFollowers: 200 followers on one store share the tail's two connections,
-// and Append keeps succeeding while they wait.
+// TestRedisFollowManyFollowers: 200 followers of 50 runs on one store share the tail's
+// connections (one subscriber, subscribed to the 50 streams, and at most two pooled), and
+// Append keeps succeeding while they wait.
 func TestRedisFollowManyFollowers(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix()})
@@ -322,6 +323,27 @@ func TestRedisFollowManyFollowers(t *testing.T) {
 			defer sub.Close()
 			subs = append(subs, sub)
 		}
+	}
+	var last string
+	if !waitOK(30*time.Second, func() bool {
+		list, err := srv.Client(t).ClientList(ctx).Result()
+		if err != nil {
+			return false
+		}
+		var ssubs []string
+		for line := range strings.SplitSeq(list, "\n") {
+			if strings.Contains(line, " name=agui-proxy-tail ") && !strings.Contains(line, " ssub=0 ") {
+				for f := range strings.FieldsSeq(line) {
+					if strings.HasPrefix(f, "ssub=") {
+						ssubs = append(ssubs, f)
+					}
+				}
+			}
+		}
+		last = fmt.Sprint(ssubs)
+		return len(ssubs) == 1 && ssubs[0] == fmt.Sprintf("ssub=%d", runs)
+	}) {
+		t.Fatalf("tail subscriber connections (ssub each) %s, want one subscribed to the %d followed runs", last, runs)
 	}
 	// All 200 wait now. Appends go through the writer pool and must not wait for them.
 	for seq := int64(1); seq <= events; seq++ {

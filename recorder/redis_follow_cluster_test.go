@@ -14,6 +14,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/recorder/recordertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -222,4 +223,41 @@ func TestClusterTailOneReaderPerMaster(t *testing.T) {
 		checkSeqs(t, fmt.Sprintf("follower %d", i), results[i], rs[i/perRun], 1, events)
 	}
 	waitBells(t, c, prefix, nil)
+}
+
+// TestRedisFollowWithoutShardedPubSub runs the contract suite on a server whose SSUBSCRIBE and
+// SPUBLISH are disabled (rename-command to ""), as on Redis 6: the scripts' notification
+// fails quietly, the tail falls back to its blocking XREAD, and no subscriber connection is
+// opened.
+func TestRedisFollowWithoutShardedPubSub(t *testing.T) {
+	srv := redistest.Start(t, "--rename-command", "SSUBSCRIBE", "", "--rename-command", "SPUBLISH", "")
+	recordertest.Run(t, func(t *testing.T) recorder.Store {
+		return newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix(), MaxEventsPerRun: recordertest.MaxEventsPerRun, FollowQueue: recordertest.FollowQueue})
+	})
+	// A waiting follower is served by the blocking tail: a tail connection blocked in XREAD.
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix()})
+	r := followRun("t", "r")
+	if _, err := s.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := s.Follow(t.Context(), "t", "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var list string
+	if !waitOK(30*time.Second, func() bool {
+		list, _ = srv.Client(t).ClientList(t.Context()).Result()
+		for line := range strings.SplitSeq(list, "\n") {
+			if strings.Contains(line, " name=agui-proxy-tail ") && strings.Contains(line, " flags=b ") && strings.Contains(line, " cmd=xread ") {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("no tail connection blocked in XREAD:\n%s", list)
+	}
+	if strings.Contains(list, " ssub=1") {
+		t.Errorf("a connection subscribed although the server has no SSUBSCRIBE:\n%s", list)
+	}
 }

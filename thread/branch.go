@@ -127,7 +127,7 @@ func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBr
 		select {
 		case <-f.done:
 			if f.err != nil && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
-				return s.readBranch(ctx, threadID, runID) // the first caller gave up; this one has not
+				return s.readBranch(ctx, threadID, runID, true) // the first caller gave up; this one has not
 			}
 			return f.b, f.err
 		case <-ctx.Done():
@@ -137,7 +137,7 @@ func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBr
 	f := &flight{done: make(chan struct{})}
 	s.flights[k] = f
 	s.mu.Unlock()
-	f.b, f.err = s.readBranch(ctx, threadID, runID)
+	f.b, f.err = s.readBranch(ctx, threadID, runID, true)
 	s.mu.Lock()
 	delete(s.flights, k)
 	s.mu.Unlock()
@@ -145,7 +145,29 @@ func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBr
 	return f.b, f.err
 }
 
-func (s *Service) readBranch(ctx context.Context, threadID, runID string) (*loadedBranch, error) {
+// peekBranch is branch for a reader that must not wait for checkpoint writes (a run start): a
+// branch being built meanwhile is shared, else it is computed without storing checkpoints
+// (the checkpoint loop stores them).
+func (s *Service) peekBranch(ctx context.Context, threadID, runID string) (*loadedBranch, error) {
+	s.mu.Lock()
+	f := s.flights[runKey{threadID, runID}]
+	s.mu.Unlock()
+	if f != nil {
+		select {
+		case <-f.done:
+			if f.err == nil {
+				return f.b, nil
+			}
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	return s.readBranch(ctx, threadID, runID, false)
+}
+
+// readBranch reads the branch through runID, building (and with store, storing) the
+// checkpoints missing on the way from its nearest ancestor with one.
+func (s *Service) readBranch(ctx context.Context, threadID, runID string, store bool) (*loadedBranch, error) {
 	// The run's own checkpoint first: usually one or two reads; else up the lineage to the
 	// nearest ancestor with one.
 	var chain []recorder.Run
@@ -187,7 +209,7 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string) (*load
 			events = slices.Clip(base.events)
 		}
 		events = s.Compact(append(events, evs...))
-		if r.Status == recorder.StatusRunning {
+		if r.Status == recorder.StatusRunning || !store {
 			base = &loadedBranch{events: events, flat: flatten(events)}
 		} else {
 			base = s.storeCheckpoint(ctx, threadID, r.RunID, events, base, parentRun)
@@ -223,8 +245,10 @@ func (s *Service) Checkpoint(ctx context.Context, threadID, runID string) error 
 }
 
 // MessageIDs returns the ids of the messages a client holds after replaying the branch through
-// runID ("" for none): the messages RUN_STARTED.input need not repeat. It reads and replays
-// the branch; KnownMessageIDs answers a run start without that in the usual case.
+// runID ("" for none): the messages RUN_STARTED.input need not repeat. It reads the branch
+// (sharing a build in progress) and stores no checkpoint, so a run start never waits for a
+// checkpoint write; KnownMessageIDs answers a run start without reading the branch in the
+// usual case.
 func (s *Service) MessageIDs(ctx context.Context, threadID, runID string) (map[string]bool, error) {
 	if runID == "" {
 		return nil, nil
@@ -244,14 +268,18 @@ func (s *Service) MessageIDs(ctx context.Context, threadID, runID string) (map[s
 		}
 		events = append(events, cur...)
 	} else {
-		b, err := s.branch(ctx, threadID, runID)
+		b, err := s.peekBranch(ctx, threadID, runID)
 		if err != nil {
 			return nil, err
 		}
 		if b.ids != nil {
 			return idSet(b.ids), nil
 		}
-		events = b.events
+		ids, err := branchMessageIDs(b.events, b.flat)
+		if err != nil {
+			return nil, err
+		}
+		return idSet(ids), nil
 	}
 	ids, err := orderedMessageIDs(events)
 	if err != nil {

@@ -359,6 +359,18 @@ func TestKnownMessageIDs(t *testing.T) {
 	if data, _ := mem.Checkpoint(ctx, "t", "r30"); len(data) > 200 {
 		t.Errorf("r30's checkpoint record is %d bytes, want a small pointer: %s", len(data), data)
 	}
+	// A run start whose parent has no readable checkpoint yet (the checkpoint loop has not
+	// built it) gets the exact ids without storing one: it does not wait for that write.
+	if err := mem.PutCheckpoint(ctx, "t", "r30", []byte("not yet")); err != nil {
+		t.Fatal(err)
+	}
+	known, err := s.KnownMessageIDs(ctx, "t", "r30", []string{"new"})
+	if got := slices.Sorted(maps.Keys(known)); err != nil || !slices.Equal(got, want) {
+		t.Errorf("KnownMessageIDs without the parent's checkpoint = %v, %v, want %v", got, err, want)
+	}
+	if data, _ := mem.Checkpoint(ctx, "t", "r30"); string(data) != "not yet" {
+		t.Errorf("a run start's id read stored a checkpoint: %.100q", data)
+	}
 }
 
 func jsonEqual(a, b []byte) bool {

@@ -164,7 +164,7 @@ func (h *Handler) followThread(ctx context.Context, r *http.Request, s *stream, 
 		cancel()
 		switch {
 		case err == nil:
-		case ctx.Err() != nil:
+		case ctx.Err() != nil, errors.Is(err, live.ErrClosed): // the client left, or the process is stopping
 			return
 		case errors.Is(err, context.DeadlineExceeded):
 			if s.comment() != nil {

@@ -247,6 +247,9 @@ func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSe
 	if errors.Is(err, live.ErrNoFollower) {
 		return afterSeq, problem.ErrLiveTailsUnsupported
 	}
+	if errors.Is(err, live.ErrClosed) {
+		return afterSeq, problem.ErrShuttingDown
+	}
 	if err != nil {
 		return afterSeq, err
 	}

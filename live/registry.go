@@ -15,6 +15,10 @@ import (
 // the store cannot follow runs (it does not implement recorder.Follower).
 var ErrNoFollower = errors.New("live: the store cannot follow runs pumped elsewhere")
 
+// ErrClosed is returned by Registry.Subscribe, and by the ThreadWatch.Next of every watch,
+// once the registry was closed (the process is shutting down).
+var ErrClosed = errors.New("live: the process is shutting down")
+
 // RegistryConfig configures a Registry.
 type RegistryConfig struct {
 	// Follower follows runs pumped by another process (or before this one registered them).
@@ -42,6 +46,7 @@ type Registry struct {
 	local   map[runKey]*Hub
 	shared  map[runKey]*sharedHub
 	watches map[string]*ThreadWatch
+	closed  bool           // set by Close: no new follower or watch starts
 	wg      sync.WaitGroup // the shared followers' and thread watches' goroutines
 }
 
@@ -98,6 +103,10 @@ func (r *Registry) Subscribe(threadID, runID string, after int64, o Options) (s 
 		r.mu.Unlock()
 		return nil, after, nil, ErrNoFollower
 	}
+	if r.closed {
+		r.mu.Unlock()
+		return nil, after, nil, ErrClosed
+	}
 	sh := r.shared[k]
 	if sh == nil || sh.hub.ended() {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -139,15 +148,19 @@ func (r *Registry) Watches() int {
 	return len(r.watches)
 }
 
-// Close stops every shared follower and thread watch and waits for their goroutines; their
-// subscribers end with context.Canceled, their watchers wait until their own context ends.
+// Close stops every shared follower and thread watch and waits for their goroutines: their
+// subscribers end with context.Canceled, their watchers' Next returns ErrClosed. Later
+// subscriptions to runs pumped elsewhere, and later watches, get ErrClosed; the hubs of runs
+// this process pumps are not affected (their pumps end them). Close is idempotent.
 func (r *Registry) Close() {
 	r.mu.Lock()
+	r.closed = true
 	for _, sh := range r.shared {
 		sh.cancel()
 	}
 	for _, w := range r.watches {
 		w.cancel()
+		w.fail(ErrClosed)
 	}
 	r.mu.Unlock()
 	r.wg.Wait()

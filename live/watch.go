@@ -26,6 +26,11 @@ type ThreadWatch struct {
 // watcher.
 func (r *Registry) WatchThread(threadID string, every time.Duration) (w *ThreadWatch, release func()) {
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		w = &ThreadWatch{r: r, threadID: threadID, cancel: func() {}, changed: make(chan struct{}), err: ErrClosed}
+		return w, func() {}
+	}
 	w = r.watches[threadID]
 	if w == nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -71,6 +76,17 @@ func (w *ThreadWatch) Next(ctx context.Context, current string) (string, error) 
 	}
 }
 
+// fail ends the watch with err: every Next returns it.
+func (w *ThreadWatch) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
+	w.mu.Unlock()
+}
+
 // poll reads the thread's latest run every interval until ctx ends.
 func (w *ThreadWatch) poll(ctx context.Context, every time.Duration) {
 	defer w.r.wg.Done()
@@ -87,6 +103,10 @@ func (w *ThreadWatch) poll(ctx context.Context, every time.Duration) {
 			return
 		}
 		w.mu.Lock()
+		if ctx.Err() != nil { // closed meanwhile (Close cancels before it fails the watch)
+			w.mu.Unlock()
+			return
+		}
 		if latest != w.latest || err != w.err {
 			w.latest, w.err = latest, err
 			close(w.changed)

@@ -612,8 +612,10 @@ func (h *Handler) Ready(ctx context.Context) error {
 }
 
 // Shutdown stops accepting runs (503 ShuttingDown), lets the runs in flight go on until ctx is
-// done, then cancels the rest (they end with RUN_ERROR code INTERRUPTED, recorded), flushes the
-// recorder and closes the store if the handler created it. It returns ctx's error if runs had
+// done, then cancels the rest (they end with RUN_ERROR code INTERRUPTED, recorded), stops the
+// shared followers and thread watches that feed attachers of runs pumped elsewhere (their
+// streams end; the clients resume on another replica), flushes the recorder and closes the
+// store if the handler created it. It returns ctx's error if runs had
 // to be cancelled. Call it after (or while) http.Server.Shutdown stops new connections.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.shutOnce.Do(func() {
@@ -629,6 +631,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		}
 		close(h.done)
 		h.loops.Wait()
+		h.threads.Close() // the shared followers and thread watches of attachers
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := h.writer.Shutdown(flushCtx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -427,4 +428,60 @@ func TestLiveFollowThreadShared(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// TestShutdownEndsSharedFollowers: replica B's attachers of a run pumped by replica A (one
+// store) are fed by B's shared follower, and a ?follow=1 thread attach by B's thread watch;
+// B's Shutdown stops both and waits for their goroutines, so the attachers' streams end (cut
+// before the terminal event: the clients resume elsewhere) while the run goes on at A, and a
+// later attach to B gets what the store holds and ends instead of starting a new follower.
+func TestShutdownEndsSharedFollowers(t *testing.T) {
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	agent := startStepAgent(t)
+	cfg := Config{Store: store, HeartbeatInterval: time.Hour, AttachFollowPoll: 20 * time.Millisecond}
+	_, pxA := startProxy(t, agent.URL, cfg)
+	hB, pxB := startProxy(t, agent.URL, cfg)
+	res := runtest.PostRun(t, t.Context(), pxA.URL, runtest.RunBody("t-shut", "r", "chat"), nil)
+	defer drain(res)
+	run := waitRun(t, store, "t-shut", "r")
+	att := attachRun(t, t.Context(), pxB.URL, "t-shut", run, 0)
+	defer att.Body.Close()
+	rd := newSeqReader(t, att)
+	rd.until(2, 0)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, pxB.URL+"/agui/threads/t-shut/events?follow=1", nil)
+	follow, err := http.DefaultClient.Do(req)
+	if err != nil || follow.StatusCode != http.StatusOK {
+		t.Fatalf("follow attach: %v %v", follow, err)
+	}
+	defer follow.Body.Close()
+	if f := hB.threads.Live().Followers(); f != 1 {
+		t.Fatalf("%d shared followers on replica B, want 1", f)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := hB.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if f, w := hB.threads.Live().Followers(), hB.threads.Live().Watches(); f != 0 || w != 0 {
+		t.Fatalf("after Shutdown: %d shared followers and %d thread watches on replica B, want none", f, w)
+	}
+	if rest, err := rd.toEnd(); !errors.Is(err, io.EOF) || len(rest) != 0 {
+		t.Errorf("run attach after B's Shutdown: %v, %v; want its stream cut, with no more events", rest, err)
+	}
+	if _, err := io.Copy(io.Discard, follow.Body); err != nil {
+		t.Errorf("follow attach after B's Shutdown: %v; want its stream ended", err)
+	}
+	late, err := http.Get(pxB.URL + "/agui/threads/t-shut/runs/r/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, late.Body); err != nil {
+		t.Errorf("attach to B after its Shutdown: %v", err)
+	}
+	late.Body.Close()
+	if f := hB.threads.Live().Followers(); f != 0 {
+		t.Errorf("an attach after Shutdown started a shared follower")
+	}
+	close(agent.emit) // the run ends at A, unaffected
+	runtest.WaitRunEnded(t, store, "t-shut", "r")
 }

@@ -93,6 +93,11 @@ func New(cfg Config) (*Service, error) {
 // by Pumping) and the shared followers of runs pumped elsewhere.
 func (s *Service) Live() *live.Registry { return s.live }
 
+// Close stops the live delivery of runs pumped elsewhere (Live's shared followers and thread
+// watches) and waits for their goroutines; their readers end. Runs this process pumps are
+// ended by their pumps. Call it when the process shuts down, after the runs drained.
+func (s *Service) Close() { s.live.Close() }
+
 // Store returns the store the Service reads and writes.
 func (s *Service) Store() recorder.Store { return s.store }
 

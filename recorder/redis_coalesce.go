@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,7 @@ type coalescer struct {
 
 // pipeCall is one caller's commands and the channel its result is sent on.
 type pipeCall struct {
+	ctx   context.Context         // the caller's: once done, the call is no longer sent
 	queue func(p redis.Pipeliner) // adds the call's commands to the pipeline
 	done  chan pipeResult         // buffered 1
 }
@@ -52,7 +54,7 @@ type pipeResult struct {
 // among the call's commands (redis.Nil included, as for a plain pipeline), the pipeline's, or
 // ctx's when it ended first.
 func (c *coalescer) do(ctx context.Context, queue func(p redis.Pipeliner)) (answered bool, err error) {
-	call := &pipeCall{queue: queue, done: make(chan pipeResult, 1)}
+	call := &pipeCall{ctx: ctx, queue: queue, done: make(chan pipeResult, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, call)
 	send := c.senders < coalesceSenders
@@ -71,7 +73,10 @@ func (c *coalescer) do(ctx context.Context, queue func(p redis.Pipeliner)) (answ
 	}
 }
 
-// send sends queued calls, coalesceMaxCalls per pipeline, until the queue is empty.
+// send sends queued calls, coalesceMaxCalls per pipeline, until the queue is empty. A call
+// whose caller stopped waiting (its context ended while it was queued) is dropped unsent: its
+// caller was told the call failed, so it must not take effect later (a run created after its
+// request gave up would keep its thread busy with a run nobody pumps).
 func (c *coalescer) send() {
 	for {
 		c.mu.Lock()
@@ -87,7 +92,10 @@ func (c *coalescer) send() {
 		clear(c.queue[rest:])
 		c.queue = c.queue[:rest]
 		c.mu.Unlock()
-		c.sendBatch(batch)
+		batch = slices.DeleteFunc(batch, func(call *pipeCall) bool { return call.ctx.Err() != nil })
+		if len(batch) > 0 {
+			c.sendBatch(batch)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package recorder_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -101,5 +102,56 @@ func TestRedisCreateRunRetried(t *testing.T) {
 	}
 	if _, err := s.CreateRun(ctx, testRun("t", "r2"), recorder.CreateOptions{}); !errors.Is(err, recorder.ErrRunAlreadyStarted) {
 		t.Errorf("CreateRun(same run, new epoch) = %v, want ErrRunAlreadyStarted", err)
+	}
+}
+
+// TestRedisCoalescedCallDroppedWhenCallerLeft pauses a private redis-server (SIGSTOP) so that
+// every pipeline sender is stuck, queues a run creation behind them whose caller gives up, then
+// lets Redis continue: the senders drain the queue, and the creation whose caller was told it
+// failed is not sent, so no run appears later that nobody pumps. Reads queued meanwhile with a
+// live caller are still answered.
+func TestRedisCoalescedCallDroppedWhenCallerLeft(t *testing.T) {
+	srv := redistest.Start(t)
+	o, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ReadTimeout, o.WriteTimeout, o.MaxRetries, o.ContextTimeoutEnabled = 20*time.Second, 20*time.Second, -1, true
+	s := newRedisStore(t, recorder.RedisConfig{Options: o, Prefix: uniquePrefix()})
+	// A first creation loads the script into Redis (a pipeline sends it by its hash).
+	if _, err := s.CreateRun(t.Context(), testRun("warm", "r"), recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	stopped := true
+	defer func() {
+		if stopped {
+			srv.Continue()
+		}
+	}()
+	// Each read whose caller gives up leaves its sender waiting on Redis: four fill every
+	// sender slot, so the next call is queued, not sent.
+	for i := range 4 {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		_, err := s.Thread(ctx, fmt.Sprintf("w%d", i))
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("read %d while Redis is paused = %v, want the caller's deadline", i, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	_, err = s.CreateRun(ctx, testRun("t", "r"), recorder.CreateOptions{})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CreateRun while Redis is paused = %v, want the caller's deadline", err)
+	}
+	srv.Continue()
+	stopped = false
+	// Queued after the creation: answered once the senders drained the queue.
+	if _, err := s.Thread(t.Context(), "t"); !errors.Is(err, recorder.ErrThreadNotFound) {
+		t.Fatalf("Thread(t) after Redis continued = %v, want ErrThreadNotFound: the abandoned creation was sent", err)
+	}
+	if _, err := s.Run(t.Context(), "t", "r"); !errors.Is(err, recorder.ErrThreadNotFound) {
+		t.Fatalf("Run(t, r) after Redis continued = %v, want ErrThreadNotFound", err)
 	}
 }

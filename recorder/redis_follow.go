@@ -546,6 +546,10 @@ func (t *tailer) run() {
 			}
 			continue
 		}
+		if failing { // said before the entries are handed out: a reader of the log sees it first
+			t.s.log.Info("recorder: live tail reads Redis again")
+			failing = false
+		}
 		if err := t.dispatch(conn, res, sps); err != nil {
 			if !fail(err) {
 				return

@@ -211,6 +211,10 @@ func (t *tailer) runCluster() {
 			res, err = t.readCluster(keys, sps)
 			t.endRead()
 			if err == nil {
+				if failing { // said before the entries are handed out: a reader of the log sees it first
+					t.s.log.Info("recorder: live tail reads Redis again")
+					failing = false
+				}
 				err = t.dispatch(t.cmd(), res, sps)
 			}
 			if err != nil {

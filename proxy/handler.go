@@ -264,14 +264,22 @@ func runFrom(ctx context.Context) *run {
 // thread.Service.StartRun) and the message ids of the branch it continues.
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunInput, owner string) {
 	ctx := r.Context()
-	// CreateRun is not bounded by StoreTimeout: a deadline that passes after the store created
-	// the run would leave it registered but never started, and the client's retry would get
-	// RunAlreadyStarted (a paused store fails it by the store client's own timeouts). The
-	// history read after it is bounded (503 StoreUnavailable after StoreTimeout).
-	meta, err := h.threads.StartRun(ctx, recorder.Run{
+	// The run's creation is bounded by StoreTimeout like every other store wait: a store that
+	// does not answer gets the client a 503 StoreUnavailable problem at once. A creation still
+	// queued when the deadline passes is never sent (recorder's coalescer drops it). One already
+	// sent that the store carries out later leaves a run nobody pumps: it is handled as the run
+	// of a replica that died right after creating it (its lease expires, the thread is free
+	// again, and the run is ended INTERRUPTED when read; see thread.Service.ReapOrphan). Its
+	// run id stays taken: a client retries with a new one, as @ag-ui/client does per run.
+	cctx, ccancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
+	meta, err := h.threads.StartRun(cctx, recorder.Run{
 		ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID, Owner: owner, Title: agui.Title(in.Messages),
 		Node: h.cfg.Node, LeaseUntil: time.Now().Add(3 * h.cfg.LeaseInterval),
 	})
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), problem.ErrStoreTimeout) {
+		err = fmt.Errorf("%w: creating the run: %w", problem.ErrStoreUnavailable, problem.ErrStoreTimeout)
+	}
+	ccancel()
 	if err != nil {
 		if lastID := r.Header.Get("Last-Event-ID"); lastID != "" && errors.Is(err, recorder.ErrRunAlreadyStarted) {
 			// A client re-sending a run it already started, with the last event it saw: resume

@@ -41,7 +41,7 @@ type config struct {
 	MaxRunDuration        time.Duration `env:"AGUI_MAX_RUN_DURATION" envDefault:"1h" desc:"longest a run may stream (RUN_ERROR RUN_TIMEOUT after)"`
 	UpstreamHeaderTimeout time.Duration `env:"AGUI_UPSTREAM_HEADER_TIMEOUT" envDefault:"60s" desc:"wait for the agent's response headers (504 after)"`
 	UpstreamIdleTimeout   time.Duration `env:"AGUI_UPSTREAM_IDLE_TIMEOUT" envDefault:"5m" desc:"silence from the agent that ends a run (RUN_ERROR UPSTREAM_IDLE); negative disables"`
-	StoreTimeout          time.Duration `env:"AGUI_STORE_TIMEOUT" envDefault:"5s" desc:"longest a request waits on the store (a run start's history read, history, runs, export, import, stop, and an event stream's reads before its first byte) before 503 StoreUnavailable"`
+	StoreTimeout          time.Duration `env:"AGUI_STORE_TIMEOUT" envDefault:"5s" desc:"longest a request waits on the store (a run start's creation and history read, history, runs, export, import, stop, and an event stream's reads before its first byte) before 503 StoreUnavailable"`
 	ClientQueueBytes      int           `env:"AGUI_CLIENT_QUEUE_BYTES" envDefault:"16777216" desc:"bytes queued for one client before it is disconnected as too slow (it can resume); at least AGUI_MAX_BODY_BYTES and AGUI_MAX_EVENT_BYTES"`
 	Heartbeat             time.Duration `env:"AGUI_HEARTBEAT" envDefault:"15s" desc:"silence after which a client stream gets an SSE comment; negative disables"`
 	ReadHeaderTimeout     time.Duration `env:"AGUI_READ_HEADER_TIMEOUT" envDefault:"5s" desc:"server: time to read request headers"`

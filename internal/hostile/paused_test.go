@@ -65,8 +65,8 @@ func TestHostileRedisPaused(t *testing.T) {
 // TestHostileRedisPausedStreams freezes a private redis-server (SIGSTOP) under a proxy whose
 // Redis client would wait a minute for an answer: the event streams (thread attach with and
 // without a cursor or follow, run attach with and without a cursor) answer 503
-// StoreUnavailable problems once StoreTimeout passed, before any byte of a stream, so only
-// AGUI_STORE_TIMEOUT bounds them (a stream that waited for the client's own timeout would
+// StoreUnavailable problems once StoreTimeout passed, before any byte of a stream, and so does a
+// run POST (its creation), so only AGUI_STORE_TIMEOUT bounds them (a stream that waited for the client's own timeout would
 // outlast the test's 30 s request limit). Once Redis continues they stream again. Class:
 // redis-paused.
 func TestHostileRedisPausedStreams(t *testing.T) {
@@ -114,9 +114,21 @@ func TestHostileRedisPausedStreams(t *testing.T) {
 			t.Errorf("GET %s while Redis is paused: %+v, Retry-After %q", q.path, p, r.header.Get("Retry-After"))
 		}
 	}
+	// A run POST too: its creation is bounded by StoreTimeout, not by the client's minute.
+	paused := e.id("r")
+	start := time.Now()
+	r := e.postRun(t, runBody(e.id("t"), paused, "chat"))
+	t.Logf("run POST while Redis is paused: %d after %v", r.status, time.Since(start))
+	problemOf(t, r, http.StatusServiceUnavailable, proxy.CodeStoreUnavailable)
+	if e.up.contacted(paused) {
+		t.Error("a run the store could not register reached the agent")
+	}
 
 	srv.Continue()
 	stopped = false
+	fresh := e.id("t")
+	e.run(t, fresh, e.id("r"), nil)
+	e.readable(t, fresh)
 	for _, q := range requests {
 		if strings.Contains(q.path, "follow=1") {
 			continue // stays open for the next run

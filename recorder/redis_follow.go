@@ -601,20 +601,26 @@ func (t *tailer) snapshot() ([]string, map[string]int64) {
 	keys := make([]string, 0, len(t.streams))
 	sps := make(map[string]int64, len(t.streams))
 	for key, ts := range t.streams {
-		first := true
-		var low int64
-		for sub := range ts.subs {
-			sub.mu.Lock()
-			if first || sub.fed < low {
-				low, first = sub.fed, false
-			}
-			sub.mu.Unlock()
-		}
 		keys = append(keys, key)
-		sps[key] = low
+		sps[key] = ts.lowestFed()
 	}
 	t.inflight, t.unblocked = sps, false
 	return keys, sps
+}
+
+// lowestFed returns the lowest seq fed to the stream's subscribers: the tail reads after it.
+// t.mu is held.
+func (ts *tailStream) lowestFed() int64 {
+	first := true
+	var low int64
+	for sub := range ts.subs {
+		sub.mu.Lock()
+		if first || sub.fed < low {
+			low, first = sub.fed, false
+		}
+		sub.mu.Unlock()
+	}
+	return low
 }
 
 // endRead marks the end of a read.

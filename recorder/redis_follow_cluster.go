@@ -313,17 +313,8 @@ func (t *tailer) snapshotDue() ([]string, map[string]int64) {
 		if ts == nil {
 			continue
 		}
-		first := true
-		var low int64
-		for sub := range ts.subs {
-			sub.mu.Lock()
-			if first || sub.fed < low {
-				low, first = sub.fed, false
-			}
-			sub.mu.Unlock()
-		}
 		keys = append(keys, key)
-		sps[key] = low
+		sps[key] = ts.lowestFed()
 	}
 	t.inflight, t.unblocked = sps, false
 	return keys, sps

@@ -160,14 +160,7 @@ func TestServeCompactAtRest(t *testing.T) {
 	}
 
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve returned %v after shutdown", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not return after shutdown (the sweeper not stopped?)")
-	}
+	waitServed(t, done, " (the sweeper not stopped?)")
 }
 
 // jsonSame reports whether a and b are the same JSON value.

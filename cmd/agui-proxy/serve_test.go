@@ -80,13 +80,20 @@ func TestServeOperations(t *testing.T) {
 	}
 
 	cancel()
+	waitServed(t, done, "")
+}
+
+// waitServed waits for serve, whose context was cancelled, to return (done) without error;
+// hint is added to the failure when it does not return.
+func waitServed(t *testing.T, done <-chan error, hint string) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Errorf("serve returned %v after shutdown", err)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not return after shutdown")
+		t.Fatal("serve did not return after shutdown" + hint)
 	}
 }
 

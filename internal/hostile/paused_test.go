@@ -45,14 +45,7 @@ func TestHostileRedisPaused(t *testing.T) {
 	imp := e.do(t, http.MethodPost, "/agui/threads/"+e.id("t")+"/import",
 		strings.NewReader(`{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[]}]}`))
 	problemOf(t, imp, http.StatusServiceUnavailable, proxy.CodeStoreUnavailable)
-	paused := e.id("r")
-	start := time.Now()
-	r := e.postRun(t, runBody(e.id("t"), paused, "chat"))
-	t.Logf("run POST while Redis is paused: %d after %v", r.status, time.Since(start))
-	problemOf(t, r, http.StatusServiceUnavailable, proxy.CodeStoreUnavailable)
-	if e.up.contacted(paused) {
-		t.Error("a run the store could not register reached the agent")
-	}
+	e.postRunRefused(t)
 
 	srv.Continue()
 	stopped = false
@@ -114,15 +107,7 @@ func TestHostileRedisPausedStreams(t *testing.T) {
 			t.Errorf("GET %s while Redis is paused: %+v, Retry-After %q", q.path, p, r.header.Get("Retry-After"))
 		}
 	}
-	// A run POST too: its creation is bounded by StoreTimeout, not by the client's minute.
-	paused := e.id("r")
-	start := time.Now()
-	r := e.postRun(t, runBody(e.id("t"), paused, "chat"))
-	t.Logf("run POST while Redis is paused: %d after %v", r.status, time.Since(start))
-	problemOf(t, r, http.StatusServiceUnavailable, proxy.CodeStoreUnavailable)
-	if e.up.contacted(paused) {
-		t.Error("a run the store could not register reached the agent")
-	}
+	e.postRunRefused(t) // its creation is bounded by StoreTimeout too, not by the client's minute
 
 	srv.Continue()
 	stopped = false
@@ -160,4 +145,18 @@ func TestHostileLimitsContradict(t *testing.T) {
 		t.Fatalf("the default limits contradict each other: %v", err)
 	}
 	h.Shutdown(t.Context())
+}
+
+// postRunRefused POSTs a run on a new thread while the store is paused: it is refused with a
+// 503 StoreUnavailable problem and never reaches the agent.
+func (e *env) postRunRefused(t *testing.T) {
+	t.Helper()
+	paused := e.id("r")
+	start := time.Now()
+	r := e.postRun(t, runBody(e.id("t"), paused, "chat"))
+	t.Logf("run POST while Redis is paused: %d after %v", r.status, time.Since(start))
+	problemOf(t, r, http.StatusServiceUnavailable, proxy.CodeStoreUnavailable)
+	if e.up.contacted(paused) {
+		t.Error("a run the store could not register reached the agent")
+	}
 }

@@ -318,3 +318,108 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 // checkpoint is still being built (off the pump's path), and learns the held messages by
 // reading and replaying the branch instead.
 var benchPause = func() time.Duration { d, _ := time.ParseDuration(os.Getenv("AGUI_BENCH_PAUSE")); return d }()
+
+// BenchmarkRunStart measures what a run start costs on a long thread against a new one, on
+// Redis, with the demo agent's chat and each request carrying the whole conversation (as
+// @ag-ui/client sends it). It builds a thread of 10 or 1,000 runs, then reports, in the same
+// benchmark run and with the same request bodies:
+//   - back-to-back (the next run posted as soon as the previous one's stream ended, before
+//     its checkpoint is built off the pump's path): the median time to first byte of the
+//     long thread's run and of a new thread's run with the same body, and the Redis bytes
+//     each read until its first byte;
+//   - spaced (30 ms after the previous run's end, like a user between turns): the same;
+//   - the prelude's first byte.
+//
+// Redis bytes read are INFO stats total_net_output_bytes deltas from the POST to the first
+// byte, less an INFO's own reply: they include the run's creation and every read of the run
+// start, and the few replies of the run's first event appends. Spaced, nothing else runs
+// meanwhile; back-to-back, they also count what the previous run's checkpoint build reads at
+// the same time (the new thread's run is posted right after the long thread's). It takes
+// about a minute for 1,000 runs: -bench RunStart -benchtime 1x.
+func BenchmarkRunStart(b *testing.B) {
+	for _, runs := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("runs=%d", runs), func(b *testing.B) {
+			for b.Loop() {
+				benchRunStart(b, runs)
+			}
+		})
+	}
+}
+
+func benchRunStart(b *testing.B, runs int) {
+	agent := httptest.NewServer(demoagent.New(demoagent.Config{}))
+	defer agent.Close()
+	srv := redistest.Start(b)
+	tb := startThreadBench(b, map[string]string{"AGUI_UPSTREAM": agent.URL, "AGUI_ALLOW_CONCURRENT_RUNS": "true", "AGUI_REDIS_URL": srv.URL()})
+	defer tb.stop()
+	rc := srv.Client(b)
+	outBytes := func() int64 {
+		info, err := rc.Info(context.Background(), "stats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.SplitSeq(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "total_net_output_bytes:"); ok {
+				var n int64
+				fmt.Sscan(v, &n)
+				return n
+			}
+		}
+		b.Fatal("INFO stats has no total_net_output_bytes")
+		return 0
+	}
+	infoCost := -outBytes() + outBytes()
+	conv := &conversation{held: map[string]bool{}}
+	n := 0
+	long := func(pause time.Duration) (time.Duration, []byte) {
+		n++
+		time.Sleep(pause)
+		return tb.run("t", fmt.Sprintf("r%d", n), conv.next(n))
+	}
+	for n < runs {
+		_, stream := long(0)
+		conv.add(b, stream)
+	}
+	// measure runs one run start with nothing else going on (after the previous run's
+	// checkpoint had time to be built unless backToBack) and returns its first byte and the
+	// Redis bytes read until then.
+	measure := func(start func() (time.Duration, []byte), settle time.Duration) (time.Duration, int64, []byte) {
+		time.Sleep(settle)
+		before := outBytes()
+		ttfb, stream := start()
+		return ttfb, outBytes() - before - infoCost, stream
+	}
+	var ttfbLong, ttfbNew, bytesLong, bytesNew [2][]time.Duration // [0] back-to-back, [1] spaced
+	fresh := 0
+	for mode, settle := range []time.Duration{0, 30 * time.Millisecond} {
+		for range 20 {
+			if mode == 0 {
+				_, stream := long(0) // the run whose checkpoint the measured one finds missing
+				conv.add(b, stream)
+			}
+			ttfb, read, stream := measure(func() (time.Duration, []byte) { return long(0) }, settle)
+			body := conv.messages
+			conv.add(b, stream)
+			ttfbLong[mode] = append(ttfbLong[mode], ttfb)
+			bytesLong[mode] = append(bytesLong[mode], time.Duration(read))
+			fresh++
+			ttfb, read, _ = measure(func() (time.Duration, []byte) {
+				return tb.run(fmt.Sprintf("fresh%d", fresh), "r1", append(slices.Clip(body), json.RawMessage(fmt.Sprintf(`{"id":"u%d","role":"user","content":"chat"}`, n))))
+			}, settle)
+			ttfbNew[mode] = append(ttfbNew[mode], ttfb)
+			bytesNew[mode] = append(bytesNew[mode], time.Duration(read))
+		}
+	}
+	for mode, name := range []string{"b2b", "spaced"} {
+		b.ReportMetric(float64(median(ttfbLong[mode]).Microseconds())/1000, "ms-ttfb-"+name)
+		b.ReportMetric(float64(median(ttfbNew[mode]).Microseconds())/1000, "ms-ttfb-"+name+"-new-thread")
+		b.ReportMetric(float64(median(bytesLong[mode])), "redis-B-read-"+name)
+		b.ReportMetric(float64(median(bytesNew[mode])), "redis-B-read-"+name+"-new-thread")
+	}
+	var preludes []time.Duration
+	for range 10 {
+		d, _, _ := tb.prelude("t")
+		preludes = append(preludes, d)
+	}
+	b.ReportMetric(float64(median(preludes).Microseconds())/1000, "ms-prelude-first-byte")
+}

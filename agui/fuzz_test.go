@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -19,6 +20,9 @@ func FuzzDecodeRunInput(f *testing.F) {
 		`{"threadId":"t","runId":"a","runId":"b"}`,
 		`{"threadId":"t","runId":"r","state":{"a":[1,2]},"tools":[],"context":[],"forwardedProps":null}`,
 		`[]`, `{`, `{"threadId":"\u0000","runId":"r"}`,
+		`{"threadId":"t","runId":"r","messages":[ {"id":"a","x":[1,{"id":"b"}]} , {"id":"\u0062"},{} ]}`,
+		`{"threadId":"t","runId":"r","messages":[{"id":"a"},"x"]}`, `{"threadId":"t","runId":"r","messages":{"id":"a"}}`,
+		`{"threadId":"t","runId":"r","messages":[]}`, `{"threadId":"t","runId":"r","messages":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -42,6 +46,49 @@ func FuzzDecodeRunInput(f *testing.F) {
 		}
 		if ValidateID("threadId", in.ThreadID) != nil || ValidateID("runId", in.RunID) != nil {
 			t.Fatalf("accepted invalid ids (%q, %q)", in.ThreadID, in.RunID)
+		}
+		// The messages and their ids are encoding/json's.
+		var exact map[string]json.RawMessage
+		var msgs []json.RawMessage
+		if err := json.Unmarshal(body, &exact); err != nil {
+			t.Fatal(err)
+		}
+		if raw := exact["messages"]; raw != nil && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &msgs); err != nil {
+				t.Fatalf("DecodeRunInput accepted messages %q that are not an array: %v", raw, err)
+			}
+		}
+		if len(msgs) != len(in.Messages) || len(in.MessageIDs) != len(in.Messages) {
+			t.Fatalf("%d messages (%d ids), encoding/json reads %d", len(in.Messages), len(in.MessageIDs), len(msgs))
+		}
+		for i, m := range msgs {
+			if !bytes.Equal(m, in.Messages[i]) || in.MessageIDs[i] != messageIDSlow(m) {
+				t.Fatalf("message %d = %q (id %q), encoding/json reads %q (id %q)", i, in.Messages[i], in.MessageIDs[i], m, messageIDSlow(m))
+			}
+		}
+	})
+}
+
+// FuzzMessageID checks the scanning MessageID against encoding/json's answer.
+func FuzzMessageID(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"m1","role":"user","content":"x"}`,
+		`{"role":"user","id":"a","id":"b"}`,
+		`{"id":"a","id":null}`, `{"id":null,"id":"a"}`, `{"id":1}`, `{"id":{"id":"x"}}`,
+		`{"content":{"id":"inner"},"x":[{"id":"y"}],"n":-1.5e3,"t":true}`,
+		`{"\u0069d":"escaped key"}`, `{"id":"esc\"aped\u00e9"}`, `{"id":"caf\u00e9"}`, "{\"id\":\"caf\xc3\xa9\"}",
+		` { "id" : "spaced" , "b" : [ 1 , 2 ] } `, `{}`, `[]`, `"id"`, `{"ID":"x"}`, `{"id":"x"`, `{"a":"}","id":"q"}`,
+		"{\"id\":\"bad\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		want := ""
+		if json.Valid(msg) {
+			want = messageIDSlow(msg)
+		}
+		if got := MessageID(msg); got != want {
+			t.Fatalf("MessageID(%q) = %q, encoding/json says %q", msg, got, want)
 		}
 	})
 }

@@ -22,6 +22,8 @@ type RunInput struct {
 	ParentRunID string // "" when absent or null
 	// Messages holds each element of "messages" as raw JSON, in order.
 	Messages []json.RawMessage
+	// MessageIDs holds MessageID of each of Messages ("" for one without an id).
+	MessageIDs []string
 	// Fields holds every top-level member as raw JSON, keyed by its exact name.
 	Fields map[string]json.RawMessage
 	// Keys lists the top-level member names in the order they appeared (each once).
@@ -131,6 +133,10 @@ func DecodeRunInput(body []byte) (*RunInput, error) {
 		if in.Messages, err = objectArray(raw, "messages"); err != nil {
 			return nil, err
 		}
+		in.MessageIDs = make([]string, len(in.Messages))
+		for i, m := range in.Messages {
+			in.MessageIDs[i] = validMessageID(m) // elements of a decoded array: valid JSON
+		}
 	}
 	return in, nil
 }
@@ -174,14 +180,22 @@ func stringID(raw json.RawMessage, name string) (string, error) {
 	return s, nil
 }
 
+// objectArray splits raw, a member's value (valid JSON: the decoder read it), into its
+// elements, which must be objects. The elements alias raw (a copy of the body's bytes).
 func objectArray(raw json.RawMessage, name string) ([]json.RawMessage, error) {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
 		return nil, fmt.Errorf("%w: %q is not an array", ErrInvalidRunInput, name)
 	}
-	for i, e := range elems {
-		if len(e) == 0 || e[0] != '{' {
-			return nil, fmt.Errorf("%w: %s[%d] is not an object", ErrInvalidRunInput, name, i)
+	elems := []json.RawMessage{}
+	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != ']'; {
+		if raw[i] != '{' {
+			return nil, fmt.Errorf("%w: %s[%d] is not an object", ErrInvalidRunInput, name, len(elems))
+		}
+		end := skipValue(raw, i)
+		elems = append(elems, raw[i:end:end])
+		if i = skipSpace(raw, end); i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
 		}
 	}
 	return elems, nil
@@ -189,8 +203,66 @@ func objectArray(raw json.RawMessage, name string) ([]json.RawMessage, error) {
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 
-// MessageID returns the "id" member of a message object, or "" when it has none.
+// MessageID returns the "id" member of a message object, or "" when it has none (or msg is
+// not a JSON object, or its "id" is not a string; of repeated "id" members the last counts).
 func MessageID(msg json.RawMessage) string {
+	if !json.Valid(msg) {
+		return ""
+	}
+	return validMessageID(msg)
+}
+
+// validMessageID is MessageID for msg known to be valid JSON (an element of a decoded
+// array): one scan of its top-level members, no allocation but the id's. Keys or an id
+// holding an escape or a non-ASCII byte take messageIDSlow, whose answer it must equal.
+func validMessageID(msg []byte) string {
+	i := skipSpace(msg, 0)
+	if i >= len(msg) || msg[i] != '{' {
+		return ""
+	}
+	var id []byte // the last "id" member's value
+	for i++; ; {
+		i = skipSpace(msg, i)
+		if i >= len(msg) {
+			return messageIDSlow(msg)
+		}
+		switch msg[i] {
+		case '}':
+			if len(id) < 2 || id[0] != '"' {
+				return "" // none, null, or not a string
+			}
+			return string(id[1 : len(id)-1])
+		case ',':
+			i = skipSpace(msg, i+1)
+		}
+		if i >= len(msg) || msg[i] != '"' {
+			return messageIDSlow(msg)
+		}
+		end := skipString(msg, i)
+		key := msg[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return messageIDSlow(msg) // an escaped key may spell "id"
+		}
+		i = skipSpace(msg, end)
+		if i >= len(msg) || msg[i] != ':' {
+			return messageIDSlow(msg)
+		}
+		i = skipSpace(msg, i+1)
+		start := i
+		i = skipValue(msg, i)
+		if string(key) == "id" {
+			id = msg[start:i]
+			for _, c := range id {
+				if c == '\\' || c >= utf8.RuneSelf {
+					return messageIDSlow(msg) // unescaping (or U+FFFD for bad bytes) is Unmarshal's
+				}
+			}
+		}
+	}
+}
+
+// messageIDSlow is MessageID by encoding/json: the reference the scan must agree with.
+func messageIDSlow(msg []byte) string {
 	// Exact-key lookup: unmarshalling into a struct would also match "ID" or "Id".
 	var members map[string]json.RawMessage
 	if json.Unmarshal(msg, &members) != nil {

@@ -78,8 +78,9 @@ func normalizedInput(in *agui.RunInput, known map[string]bool) []byte {
 		wroteMessages = true
 		out.WriteByte('[')
 		n := 0
-		for _, m := range in.Messages {
-			if id := agui.MessageID(m); id != "" && known[id] {
+		ids := messageIDs(in)
+		for i, m := range in.Messages {
+			if id := ids[i]; id != "" && known[id] {
 				continue
 			}
 			if n > 0 {

@@ -74,6 +74,10 @@ func New(cfg Config) (*Handler, error) {
 		t.ResponseHeaderTimeout = cfg.UpstreamHeaderTimeout
 		t.MaxIdleConns = 1024
 		t.MaxIdleConnsPerHost = 256
+		// Each upstream connection holds its buffers for a stream's whole life: 1 KiB each
+		// instead of 4 (a run's events are read through the sse.Reader's own buffer; larger
+		// reads and writes bypass these).
+		t.ReadBufferSize, t.WriteBufferSize = 1<<10, 1<<10
 		transport = t
 	}
 	h.rp = &httputil.ReverseProxy{

@@ -203,13 +203,16 @@ func (r *run) pump(body io.ReadCloser) {
 		if !r.started {
 			r.started = true
 			if typ == agui.RunStarted {
-				if err = r.emitData(typ, r.enrichRunStarted(f.Data)); err != nil {
-					break
-				}
-				continue
+				err = r.emitData(typ, r.enrichRunStarted(f.Data))
+			} else {
+				err = r.emitData(agui.RunStarted, r.synthesizedRunStarted())
 			}
-			if err = r.emitData(agui.RunStarted, r.synthesizedRunStarted()); err != nil {
+			r.input, r.inputJSON = nil, nil // in RUN_STARTED now: not held for the run's life
+			if err != nil {
 				break
+			}
+			if typ == agui.RunStarted {
+				continue
 			}
 		}
 		if r.terminal != "" {

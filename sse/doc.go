@@ -42,8 +42,12 @@
 //
 // # Limits
 //
-// A Reader reads into one reusable buffer (32 KiB, grown only as a frame
-// needs) and never holds more than Limits.MaxFrameBytes plus a few bytes,
+// A Reader reads into a 512-byte buffer held in the Reader itself while what
+// it buffers fits; a larger frame moves it to a 4 KiB buffer from a pool shared
+// by every Reader (given back as soon as the Reader handed out what it holds,
+// so an idle Reader holds none), grown further only as a frame needs and
+// shrunk back after a run of small frames. It never holds more than
+// Limits.MaxFrameBytes plus a few bytes,
 // whatever the input: a line over MaxLineBytes or a frame over MaxFrameBytes
 // is reported as a *LimitError as soon as the buffered bytes prove it,
 // without reading the rest. Frames of normal size cost no allocation in

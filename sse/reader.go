@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Default limits used when a field of Limits is zero.
@@ -17,12 +18,19 @@ const (
 )
 
 const (
-	// initialBufferSize is the size of a Reader's buffer before it has to grow. It is small
-	// because a proxy holds one Reader per open stream; a larger event grows the buffer, and
-	// it shrinks back after shrinkAfter smaller frames (see Next).
+	// inlineBufferSize is the size of the buffer a Reader holds in itself, used whenever the
+	// bytes it has not handed out yet fit (a proxy holds one Reader per open stream, most of
+	// them idle between small events).
+	inlineBufferSize = 512
+	// initialBufferSize is the size of the first heap buffer, for a frame that does not fit
+	// the inline one. These come from a pool shared by every Reader and go back to it as soon
+	// as the Reader has handed out everything it holds (see release): an idle Reader holds
+	// none. A larger frame grows the buffer further; such a buffer is kept until shrinkAfter
+	// smaller frames went by.
 	initialBufferSize = 4 << 10
-	// shrinkAfter is how many frames in a row of at most initialBufferSize/2 bytes a grown
-	// buffer waits for before it is given back: a stream of large events keeps its buffer.
+	// shrinkAfter is how many frames in a row of at most initialBufferSize/2 bytes a buffer
+	// grown past initialBufferSize waits for before it is given back: a stream of large events
+	// keeps its buffer.
 	shrinkAfter = 64
 	// bufferSlack is room beyond MaxFrameBytes for the bytes a frame may hold
 	// that do not count against the limit (a BOM or a carried-over LF, the
@@ -165,8 +173,13 @@ type Reader struct {
 
 	event, id string // last strings handed out, reused when equal
 	frame     Frame
-	small     int // frames in a row of at most initialBufferSize/2 bytes (see shrink)
+	small     int // frames in a row of at most initialBufferSize/2 bytes (see release)
+
+	inline [inlineBufferSize]byte // buf when what is buffered fits (see release)
 }
+
+// pooled holds initialBufferSize buffers for every Reader (see release).
+var pooled = sync.Pool{New: func() any { return new([initialBufferSize]byte) }}
 
 // NewReader returns a Reader that decodes r within the limits lim.
 func NewReader(r io.Reader, lim Limits) *Reader {
@@ -186,6 +199,7 @@ func NewReader(r io.Reader, lim Limits) *Reader {
 func (r *Reader) Reset(rd io.Reader) {
 	buf, data := r.buf, r.data
 	*r = Reader{rd: rd, maxLine: r.maxLine, maxFrame: r.maxFrame, maxBuf: r.maxBuf, buf: buf, data: data[:0], event: r.event, id: r.id}
+	r.release()
 }
 
 // Next returns the next frame. The Frame and its slices are valid until the
@@ -208,7 +222,7 @@ func (r *Reader) Next() (*Frame, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	r.shrink()
+	r.release()
 	f, err := r.next()
 	if err != nil {
 		r.err = err
@@ -222,26 +236,39 @@ func (r *Reader) Next() (*Frame, error) {
 	return f, nil
 }
 
-// shrink gives back a buffer that grew for large frames once shrinkAfter small frames went by
-// and little is buffered (the frame handed out last is no longer valid: it may alias it).
-// Unread bytes move to a buffer of initialBufferSize.
-func (r *Reader) shrink() {
-	if r.small < shrinkAfter {
-		return
-	}
-	if cap(r.data) > initialBufferSize {
+// release gives back a heap buffer the Reader no longer needs: an initialBufferSize one (to
+// the pool) as soon as everything it holds was handed out, a larger one (grown for large
+// frames) once shrinkAfter small frames went by, its unread bytes moving to the inline buffer
+// or a pooled one. A paced stream thus reads each frame into the inline buffer and an idle
+// Reader holds no heap buffer. The frame handed out last is no longer valid: it may alias the
+// buffer given back.
+func (r *Reader) release() {
+	if cap(r.data) > initialBufferSize && r.small >= shrinkAfter {
 		r.data = nil
 	}
-	if len(r.buf) <= initialBufferSize || r.w-r.pos > initialBufferSize/2 {
+	unread := r.w - r.pos
+	var nb []byte
+	switch {
+	case len(r.buf) <= inlineBufferSize:
+		return // inline already (or none yet)
+	case len(r.buf) == initialBufferSize && unread == 0:
+		nb = r.inline[:]
+	case len(r.buf) <= initialBufferSize || r.small < shrinkAfter:
+		return // a burst still buffered, or large frames came lately
+	case unread <= inlineBufferSize:
+		nb = r.inline[:]
+	case unread <= initialBufferSize/2:
+		nb = pooled.Get().(*[initialBufferSize]byte)[:]
+	default:
 		return
 	}
-	var nb []byte
-	if r.w > r.pos {
-		nb = make([]byte, initialBufferSize)
-		copy(nb, r.buf[r.pos:r.w])
-	}
+	old := r.buf
+	n := copy(nb, old[r.pos:r.w])
 	r.base += int64(r.pos)
-	r.buf, r.w, r.pos = nb, r.w-r.pos, 0
+	r.buf, r.w, r.pos = nb, n, 0
+	if len(old) == initialBufferSize {
+		pooled.Put((*[initialBufferSize]byte)(old))
+	}
 }
 
 func (r *Reader) next() (*Frame, error) {
@@ -525,33 +552,54 @@ func (r *Reader) more() error {
 	return r.rerr
 }
 
-// makeRoom frees space at the end of a full buffer: it slides the current
-// frame to the front, and grows the buffer (up to maxBuf) only when the frame
-// fills it. The limit checks guarantee a frame never needs more than maxBuf.
+// makeRoom frees space at the end of a full buffer: it slides the current frame to the
+// front, and grows the buffer (up to maxBuf) only when the frame fills it. A full inline
+// buffer always moves to a pooled initialBufferSize one: a read that filled it means more is
+// coming at once (a burst), and larger reads then cost fewer calls (release moves back once
+// the burst is read). The limit checks guarantee a frame never needs more than maxBuf.
 func (r *Reader) makeRoom() {
-	if r.fs > 0 {
+	burst := len(r.buf) == inlineBufferSize && r.maxBuf > inlineBufferSize
+	if r.fs > 0 && !burst {
 		n := copy(r.buf, r.buf[r.fs:r.w])
-		r.base += int64(r.fs)
-		r.cs -= r.fs
-		r.pos -= r.fs
-		r.scan -= r.fs
-		r.w = n
-		r.fs = 0
+		r.slid(n)
 		if r.w < len(r.buf) {
 			return
 		}
 	}
 	size := 2 * len(r.buf)
-	if size == 0 {
+	switch {
+	case len(r.buf) == 0:
+		size = inlineBufferSize
+	case len(r.buf) <= inlineBufferSize:
 		size = initialBufferSize
 	}
-	if size > r.maxBuf {
-		size = r.maxBuf
-	}
+	size = min(size, r.maxBuf)
 	if size <= len(r.buf) {
 		panic("sse: internal error: frame outgrew its buffer")
 	}
-	nb := make([]byte, size)
-	copy(nb, r.buf[:r.w])
+	var nb []byte
+	switch {
+	case len(r.buf) == 0:
+		nb = r.inline[:size:size]
+	case size == initialBufferSize:
+		nb = pooled.Get().(*[initialBufferSize]byte)[:]
+	default:
+		nb = make([]byte, size)
+	}
+	old := r.buf
 	r.buf = nb
+	r.slid(copy(nb, old[r.fs:r.w]))
+	if len(old) == initialBufferSize {
+		pooled.Put((*[initialBufferSize]byte)(old))
+	}
+}
+
+// slid moves the offsets after the bytes from fs on were copied to the start of buf (n bytes).
+func (r *Reader) slid(n int) {
+	r.base += int64(r.fs)
+	r.cs -= r.fs
+	r.pos -= r.fs
+	r.scan -= r.fs
+	r.w = n
+	r.fs = 0
 }

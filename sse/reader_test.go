@@ -655,8 +655,8 @@ func TestReaderRandomStreams(t *testing.T) {
 }
 
 // TestReaderBufferGrowsAndShrinks: the buffer starts small, grows for a large frame, stays
-// grown while large frames keep coming, and is given back after shrinkAfter small frames; the
-// frames read are intact throughout.
+// grown while large frames keep coming, and is given back after shrinkAfter small frames (the
+// Reader is back on its inline buffer); the frames read are intact throughout.
 func TestReaderBufferGrowsAndShrinks(t *testing.T) {
 	big := "data: " + strings.Repeat("x", 20<<10) + "\n\n"
 	small := "data: {\"type\":\"TEXT_MESSAGE_CONTENT\"}\n\n"
@@ -684,8 +684,8 @@ func TestReaderBufferGrowsAndShrinks(t *testing.T) {
 			t.Fatalf("small frame %d = %q, %v", i, f.Raw, err)
 		}
 	}
-	if len(r.buf) > initialBufferSize {
-		t.Errorf("after %d small frames the buffer is %d bytes, want at most %d", shrinkAfter+2, len(r.buf), initialBufferSize)
+	if len(r.buf) > inlineBufferSize {
+		t.Errorf("after %d small frames the buffer is %d bytes, want at most %d", shrinkAfter+2, len(r.buf), inlineBufferSize)
 	}
 	if f, err := r.Next(); err != nil || len(f.Raw) != len(big) {
 		t.Fatalf("big frame after shrinking: %d bytes, %v", len(f.Raw), err)
@@ -709,4 +709,42 @@ func (c *chunks) Read(p []byte) (int, error) {
 		(*c)[0] = (*c)[0][n:]
 	}
 	return n, nil
+}
+
+// TestReaderIdleHoldsNoHeapBuffer: a paced stream (one frame per Read) reads a frame larger
+// than the inline buffer into a pooled one, and gives it back at the next call: a Reader
+// waiting for its next frame holds only its inline buffer. A burst (many frames per Read)
+// moves to a pooled buffer and back once it is read.
+func TestReaderIdleHoldsNoHeapBuffer(t *testing.T) {
+	mid := "data: " + strings.Repeat("m", 1500) + "\n\n"
+	small := "data: {\"type\":\"TEXT_MESSAGE_CONTENT\"}\n\n"
+	in := chunks{mid, small, strings.Repeat(small, 40), small}
+	r := NewReader(&in, Limits{})
+	inline := func() bool { return len(r.buf) > 0 && &r.buf[0] == &r.inline[0] }
+	if f, err := r.Next(); err != nil || string(f.Raw) != mid {
+		t.Fatalf("first frame: %d bytes, %v", len(f.Raw), err)
+	}
+	if inline() || len(r.buf) != initialBufferSize {
+		t.Fatalf("after a %d-byte frame the buffer is %d bytes (inline %v), want a pooled %d", len(mid), len(r.buf), inline(), initialBufferSize)
+	}
+	if f, err := r.Next(); err != nil || string(f.Raw) != small {
+		t.Fatalf("second frame = %q, %v", f.Raw, err)
+	}
+	if !inline() {
+		t.Fatalf("after a small frame read on its own the buffer is %d bytes, want the inline one", len(r.buf))
+	}
+	for i := range 41 {
+		if f, err := r.Next(); err != nil || string(f.Raw) != small {
+			t.Fatalf("burst frame %d = %q, %v", i, f.Raw, err)
+		}
+		if i == 20 && inline() {
+			t.Errorf("inside a burst of %d bytes the buffer is the inline one", 40*len(small))
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("Next at the end = %v, want io.EOF", err)
+	}
+	if !inline() {
+		t.Errorf("after the burst the buffer is %d bytes, want the inline one", len(r.buf))
+	}
 }

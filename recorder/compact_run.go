@@ -65,7 +65,8 @@ func (m *MemoryStore) ReplaceRunEvents(ctx context.Context, threadID, runID, pre
 	return nil
 }
 
-// ReplaceRunEvents implements RunCompactor: one transaction.
+// ReplaceRunEvents implements RunCompactor: one transaction, which replaces the run's chunks
+// by one packed chunk (packed.go).
 func (s *DiskStore) ReplaceRunEvents(ctx context.Context, threadID, runID, prevEpoch, epoch string, events []Event) error {
 	if !ValidEpoch(epoch) {
 		return fmt.Errorf("run %q: epoch %q: %w", runID, epoch, ErrInvalidEpoch)
@@ -80,20 +81,14 @@ func (s *DiskStore) ReplaceRunEvents(ctx context.Context, threadID, runID, prevE
 		}
 		*r = diskRun{Parent: r.Parent, Status: r.Status, Detail: r.Detail, Route: r.Route, Owner: r.Owner, Created: r.Created,
 			Updated: r.Updated, Node: r.Node, Lease: r.Lease, Stop: r.Stop, Idx: r.Idx, Epoch: epoch, Compacted: now.UnixMilli()}
-		for from := 0; from < len(events); from += maxChunkEvents {
-			chunk := slices.Clone(events[from:min(from+maxChunkEvents, len(events))])
-			for i := range chunk {
-				chunk[i].Seq = int64(from + i + 1)
-			}
-			data := encodeChunk(chunk)
-			if err := tx.Bucket(bucketEvents).Put(chunkKey(threadID, runID, chunk[0].Seq), data); err != nil {
+		if len(events) > 0 {
+			// One packed chunk (a compacted run is read whole and never appended to).
+			data := encodePackedChunk(events)
+			if err := tx.Bucket(bucketEvents).Put(chunkKey(threadID, runID, 1), data); err != nil {
 				return err
 			}
-			r.Count += int64(len(chunk))
-			r.Bytes += int64(len(data))
+			r.Count, r.Bytes = int64(len(events)), int64(len(data))
 			st.EventBytes += int64(len(data))
-		}
-		if len(events) > 0 {
 			r.First, r.Last = 1, int64(len(events))
 		}
 		return s.putStats(tx, st)
@@ -102,7 +97,8 @@ func (s *DiskStore) ReplaceRunEvents(ctx context.Context, threadID, runID, prevE
 	return err
 }
 
-// ReplaceRunEvents implements RunCompactor: one run of compact_run.lua.
+// ReplaceRunEvents implements RunCompactor: one run of compact_run.lua, which replaces the
+// run's stream by its packed events (packed.go).
 func (s *RedisStore) ReplaceRunEvents(ctx context.Context, threadID, runID, prevEpoch, epoch string, events []Event) error {
 	k, err := keysFor(s.prefix, threadID, runID)
 	if err != nil {
@@ -114,12 +110,8 @@ func (s *RedisStore) ReplaceRunEvents(ctx context.Context, threadID, runID, prev
 	if err := s.check(); err != nil {
 		return err
 	}
-	args := make([]any, 0, 3+2*len(events))
-	args = append(args, prevEpoch, epoch, time.Now().UnixMilli())
-	for _, ev := range events {
-		args = append(args, ev.Type, ev.Frame)
-	}
-	err = compactRunScript.Run(ctx, s.w, []string{k.run, k.events}, args...).Err()
+	args := []any{prevEpoch, epoch, time.Now().UnixMilli(), packEvents(events), len(events)}
+	err = compactRunScript.Run(ctx, s.w, []string{k.run, k.events, k.packed}, args...).Err()
 	switch {
 	case err == nil:
 		return nil

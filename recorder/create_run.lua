@@ -76,6 +76,7 @@ if ttl > 0 then
     redis.call('PEXPIRE', ARGV[8] .. 'run:' .. id, ttl)
     redis.call('PEXPIRE', ARGV[8] .. 'events:' .. id, ttl)
     redis.call('PEXPIRE', ARGV[8] .. 'checkpoint:' .. id, ttl)
+    redis.call('PEXPIRE', ARGV[8] .. 'packed:' .. id, ttl)
   end
 end
 return result

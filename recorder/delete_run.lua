@@ -5,6 +5,7 @@
 -- KEYS[3] run hash           <prefix>:{<threadId>}:run:<runId>
 -- KEYS[4] events stream      <prefix>:{<threadId>}:events:<runId>
 -- KEYS[5] checkpoint string  <prefix>:{<threadId>}:checkpoint:<runId>
+-- KEYS[6] packed string      <prefix>:{<threadId>}:packed:<runId>
 -- ARGV[1] runId
 --
 -- Errors: NOTHREAD when the thread does not exist, NORUN when the run does not.
@@ -15,7 +16,7 @@ end
 if redis.call('EXISTS', KEYS[3]) == 0 then
   return redis.error_reply('NORUN run not found')
 end
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 local left = redis.call('LLEN', KEYS[2])
 if left == 0 then

@@ -21,7 +21,8 @@ for _, id in ipairs(ids) do
   end
 end
 for _, id in ipairs(ids) do
-  redis.call('DEL', ARGV[3] .. 'run:' .. id, ARGV[3] .. 'events:' .. id, ARGV[3] .. 'checkpoint:' .. id)
+  redis.call('DEL', ARGV[3] .. 'run:' .. id, ARGV[3] .. 'events:' .. id, ARGV[3] .. 'checkpoint:' .. id,
+    ARGV[3] .. 'packed:' .. id)
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 return #ids

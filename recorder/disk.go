@@ -76,8 +76,12 @@ var (
 // maxChunkEvents bounds the events of one stored chunk, the unit of retention trimming.
 const maxChunkEvents = 128
 
-// chunkVersion is the first byte of every event chunk.
+// chunkVersion is the first byte of every event chunk but a packed one.
 const chunkVersion = 1
+
+// chunkPacked is the first byte of the one chunk of a run compacted at rest: its events
+// packed (packed.go), then the CRC-32C of everything before it.
+const chunkPacked = 2
 
 // diskThread is a thread's record.
 type diskThread struct {
@@ -921,6 +925,13 @@ var errBadChunk = errors.New("damaged event chunk")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// encodePackedChunk encodes events (stored as seq 1..n) as the one chunk of a run compacted
+// at rest.
+func encodePackedChunk(evs []Event) []byte {
+	b := append([]byte{chunkPacked}, packEvents(evs)...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
 // encodeChunk encodes events as: version, count, last seq, then per event seq, type and
 // frame (lengths as uvarints), then the CRC-32C of everything before it.
 func encodeChunk(evs []Event) []byte {
@@ -944,8 +955,15 @@ func encodeChunk(evs []Event) []byte {
 
 // chunkHeader returns a chunk's event count and last seq after checking its checksum.
 func chunkHeader(b []byte) (int, int64, error) {
-	if len(b) < 5 || b[0] != chunkVersion || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
+	if len(b) < 5 || (b[0] != chunkVersion && b[0] != chunkPacked) || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
 		return 0, 0, errBadChunk
+	}
+	if b[0] == chunkPacked {
+		n, _, _, _, err := packedHeader(b[1 : len(b)-4])
+		if err != nil || n == 0 {
+			return 0, 0, errBadChunk
+		}
+		return n, int64(n), nil
 	}
 	n, i := binary.Uvarint(b[1:])
 	if i <= 0 || n == 0 || n > maxChunkEvents {
@@ -964,6 +982,12 @@ func decodeChunk(dst []Event, b []byte, after int64, limit int) ([]Event, error)
 	n, _, err := chunkHeader(b)
 	if err != nil {
 		return dst, err
+	}
+	if b[0] == chunkPacked {
+		if dst, err = unpackEvents(dst, b[1:len(b)-4], after, limit); err != nil {
+			return dst, errBadChunk
+		}
+		return dst, nil
 	}
 	p := b[1 : len(b)-4]
 	_, i := binary.Uvarint(p)

@@ -29,6 +29,9 @@
 //	                                                 compacted (ms, once compacted at rest)
 //	<prefix>:{<threadKey>}:events:<runId>    stream  entry id "<seq>-0", fields t (type), f (frame)
 //	<prefix>:{<threadKey>}:checkpoint:<runId> string the run's checkpoint
+//	<prefix>:{<threadKey>}:packed:<runId>    string  a run compacted at rest: its events in one
+//	                                                 compressed value (packed.go), in place of
+//	                                                 its stream
 //	<prefix>:{#index/<hash>}:threads         zset    the thread index of one owner on one
 //	                                                 route (hash: indexTag), member thread
 //	                                                 key, score its latest run start (ms)
@@ -56,7 +59,7 @@
 //   - delete_run.lua, put_checkpoint.lua: the run's keys and the runs list together.
 //   - delete_thread.lua: every key of a thread, refused while a run is running.
 //   - compact_run.lua (RunCompactor, compaction at rest): an ended run's stream is replaced by
-//     its compacted events and the run hash gets the new epoch, last, empty gaps and
+//     its compacted events, packed in one string (packed:<runId>), and the run hash gets the new epoch, last, empty gaps and
 //     compacted, only if the epoch is still the one the compactor read (else ErrConflict, so
 //     two replicas compacting the same run store it once). A crash or a reader in between
 //     sees the raw run or the compacted one, never a mix or neither; the memory store does

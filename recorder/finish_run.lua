@@ -40,6 +40,7 @@ if ttl > 0 then
     redis.call('PEXPIRE', ARGV[6] .. 'run:' .. id, ttl)
     redis.call('PEXPIRE', ARGV[6] .. 'events:' .. id, ttl)
     redis.call('PEXPIRE', ARGV[6] .. 'checkpoint:' .. id, ttl)
+    redis.call('PEXPIRE', ARGV[6] .. 'packed:' .. id, ttl)
   end
 end
 redis.pcall('SPUBLISH', KEYS[4], 'end')

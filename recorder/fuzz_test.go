@@ -40,7 +40,7 @@ func FuzzKey(f *testing.F) {
 				}
 				continue
 			}
-			for _, k := range []string{c.k.thread, c.k.runs, c.k.run, c.k.events, c.k.checkpoint} {
+			for _, k := range []string{c.k.thread, c.k.runs, c.k.run, c.k.events, c.k.checkpoint, c.k.packed} {
 				if hashTag(k) != c.th || !strings.HasPrefix(k, c.k.base) {
 					t.Fatalf("key %q of (%q, %q) hashes on %q, want the thread id", k, c.th, c.run, hashTag(k))
 				}
@@ -53,7 +53,7 @@ func FuzzKey(f *testing.F) {
 		if k2.thread != k1.thread {
 			seen[k2.thread], seen[k2.runs] = true, true
 		}
-		for _, k := range []string{k1.run, k1.events, k1.checkpoint, k2.run, k2.events, k2.checkpoint} {
+		for _, k := range []string{k1.run, k1.events, k1.checkpoint, k1.packed, k2.run, k2.events, k2.checkpoint, k2.packed} {
 			if seen[k] {
 				t.Fatalf("key %q built twice from (%q, %q) and (%q, %q)", k, t1, r1, t2, r2)
 			}

@@ -23,6 +23,7 @@ const (
 	kindRun        = "run"        // hash: the run's metadata
 	kindEvents     = "events"     // stream: one entry per event, id "<seq>-0"
 	kindCheckpoint = "checkpoint" // string: the run's checkpoint
+	kindPacked     = "packed"     // string: a run compacted at rest, its events packed (packed.go)
 )
 
 // validatePrefix checks a key prefix.
@@ -43,7 +44,7 @@ func validatePrefix(p string) error {
 // The thread key (ThreadKey) is the whole Redis Cluster hash tag, so all of a thread's keys live in one
 // slot and a Lua script may touch them together. Lua scripts that reach the keys of other runs
 // (the TTL refresh in create_run.lua and finish_run.lua) receive this base as an argument and
-// append "run:", "events:" or "checkpoint:" plus a run id exactly as key does.
+// append "run:", "events:", "checkpoint:" or "packed:" plus a run id exactly as key does.
 func threadBase(prefix, threadID string) string {
 	return prefix + ":{" + threadID + "}:"
 }
@@ -62,7 +63,7 @@ func key(prefix, threadID, kind, runID string) string {
 
 // runKeys are the keys of one run and of its thread.
 type runKeys struct {
-	base, thread, runs, run, events, checkpoint string
+	base, thread, runs, run, events, checkpoint, packed string
 }
 
 // threadKeys validates the thread key and returns the thread-level keys (run keys empty).
@@ -89,6 +90,7 @@ func keysFor(prefix, threadID, runID string) (runKeys, error) {
 	k.run = key(prefix, threadID, kindRun, runID)
 	k.events = key(prefix, threadID, kindEvents, runID)
 	k.checkpoint = key(prefix, threadID, kindCheckpoint, runID)
+	k.packed = key(prefix, threadID, kindPacked, runID)
 	return k, nil
 }
 

@@ -439,7 +439,7 @@ func (s *RedisStore) DeleteRun(ctx context.Context, threadID, runID string) erro
 	if err := s.check(); err != nil {
 		return err
 	}
-	err = deleteRunScript.Run(ctx, s.r, []string{k.thread, k.runs, k.run, k.events, k.checkpoint}, runID).Err()
+	err = deleteRunScript.Run(ctx, s.r, []string{k.thread, k.runs, k.run, k.events, k.checkpoint, k.packed}, runID).Err()
 	return scriptError(err, fmt.Sprintf("deleting run %q in thread %q", runID, threadID))
 }
 
@@ -664,12 +664,13 @@ func (s *RedisStore) Thread(ctx context.Context, threadID string) (Thread, error
 
 // runRead holds the pipelined replies that make up one Run.
 type runRead struct {
-	meta  *redis.MapStringStringCmd
-	first *redis.XMessageSliceCmd
+	meta   *redis.MapStringStringCmd
+	first  *redis.XMessageSliceCmd
+	packed *redis.IntCmd
 }
 
 func queueRunRead(ctx context.Context, p redis.Pipeliner, k runKeys) runRead {
-	return runRead{meta: p.HGetAll(ctx, k.run), first: p.XRangeN(ctx, k.events, "-", "+", 1)}
+	return runRead{meta: p.HGetAll(ctx, k.run), first: p.XRangeN(ctx, k.events, "-", "+", 1), packed: p.Exists(ctx, k.packed)}
 }
 
 // decode builds the Run; ok is false when the run hash is missing.
@@ -691,6 +692,8 @@ func (rr runRead) decode(threadID, runID string) (Run, bool, error) {
 	}
 	if first := rr.first.Val(); len(first) > 0 {
 		r.FirstSeq, _ = streamSeq(first[0].ID)
+	} else if last > 0 && rr.packed.Val() > 0 {
+		r.FirstSeq = 1 // compacted at rest: events 1..last in one packed value
 	} else if last > 0 {
 		// Events recorded but none left (the stream was lost): say so, never claim a whole run.
 		r.Gaps, _ = parseGaps(formatGaps(addGap(gaps, 1, last)))
@@ -806,6 +809,7 @@ func (s *RedisStore) Events(ctx context.Context, threadID, runID string, afterSe
 	start := strconv.FormatInt(afterSeq+1, 10) + "-0"
 	var exists *redis.IntCmd
 	var rng *redis.XMessageSliceCmd
+	var packed *redis.StringCmd
 	if _, err := s.r.Pipelined(ctx, func(p redis.Pipeliner) error {
 		exists = p.Exists(ctx, k.run)
 		if limit > 0 {
@@ -813,14 +817,22 @@ func (s *RedisStore) Events(ctx context.Context, threadID, runID string, afterSe
 		} else {
 			rng = p.XRange(ctx, k.events, start, "+")
 		}
+		packed = p.Get(ctx, k.packed)
 		return nil
-	}); err != nil {
+	}); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, scriptError(err, fmt.Sprintf("reading events of run %q in thread %q", runID, threadID))
 	}
 	if exists.Val() == 0 {
 		return nil, fmt.Errorf("events of run %q in thread %q: %w", runID, threadID, ErrRunNotFound)
 	}
 	msgs := rng.Val()
+	if b := packed.Val(); len(msgs) == 0 && b != "" {
+		out, err := unpackEvents(nil, []byte(b), afterSeq, limit)
+		if err != nil {
+			return nil, fmt.Errorf("events of run %q in thread %q: %w", runID, threadID, err)
+		}
+		return out, nil
+	}
 	out := make([]Event, 0, len(msgs))
 	for _, m := range msgs {
 		seq, err := streamSeq(m.ID)

@@ -79,6 +79,7 @@ func (s *RedisStore) Follow(ctx context.Context, threadID, runID string, afterSe
 	var meta *redis.SliceCmd
 	var thread *redis.IntCmd
 	var rng *redis.XMessageSliceCmd
+	var packed *redis.StringCmd
 	page := min(followPage, s.followQueue)
 	// The metadata is read before the events: a run seen ended here has all its events in
 	// the stream when the XRANGE runs.
@@ -86,8 +87,9 @@ func (s *RedisStore) Follow(ctx context.Context, threadID, runID string, afterSe
 		meta = p.HMGet(ctx, k.run, "epoch", "status", "last")
 		thread = p.Exists(ctx, k.thread)
 		rng = p.XRangeN(ctx, k.events, seqID(afterSeq+1), "+", int64(page))
+		packed = p.Get(ctx, k.packed)
 		return nil
-	}); err != nil {
+	}); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, scriptError(err, fmt.Sprintf("following run %q in thread %q", runID, threadID))
 	}
 	m := meta.Val()
@@ -101,6 +103,19 @@ func (s *RedisStore) Follow(ctx context.Context, threadID, runID string, afterSe
 	last, _ := strconv.ParseInt(str(m[2]), 10, 64)
 	sub := &redisSub{s: s, threadID: threadID, runID: runID, k: k, epoch: epoch, fed: afterSeq, notify: make(chan struct{})}
 	msgs := rng.Val()
+	if b := packed.Val(); len(msgs) == 0 && b != "" && RunStatus(str(m[1])) != StatusRunning {
+		// Compacted at rest: every event is in the packed value.
+		evs, err := unpackEvents(nil, []byte(b), afterSeq, 0)
+		if err != nil {
+			return nil, fmt.Errorf("following run %q in thread %q: %w", runID, threadID, err)
+		}
+		for _, e := range evs {
+			sub.queue = append(sub.queue, queued{seq: e.Seq, typ: e.Type, frame: string(e.Frame)})
+			sub.fed = e.Seq
+		}
+		sub.end = io.EOF
+		return sub, nil
+	}
 	if len(msgs) == 0 && last > afterSeq {
 		if n, err := s.r.Exists(ctx, k.events).Result(); err == nil && n == 0 {
 			return nil, fmt.Errorf("events of run %q in thread %q were lost: %w", runID, threadID, ErrRunNotFound)

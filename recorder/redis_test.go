@@ -348,9 +348,9 @@ func TestRedisSeparatePools(t *testing.T) {
 	}
 }
 
-// TestRedisCompactShrinks: a run compacted at rest holds the memory of its compacted events
-// (its stream node rewritten at its actual size, not the 4 KB a stream node is allocated with)
-// and keeps the store's TTL.
+// TestRedisCompactShrinks: a run compacted at rest holds less than its compacted events: its
+// stream is gone and its events are one packed (compressed) string with the store's TTL, which
+// the store reads back as they were stored, and which expires and is deleted with the run.
 func TestRedisCompactShrinks(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
@@ -370,29 +370,43 @@ func TestRedisCompactShrinks(t *testing.T) {
 	if err := s.FinishRun(ctx, "t", "r1", recorder.StatusFinished, "", 30); err != nil {
 		t.Fatal(err)
 	}
-	var stream string
-	for _, k := range keysUnder(t, c, "cmp") {
-		if strings.Contains(k, "events") {
-			stream = k
-		}
-	}
-	before, err := c.MemoryUsage(ctx, stream).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
 	epoch := recorder.NewEpoch()
-	merged := []recorder.Event{{Type: "TEXT_MESSAGE_CONTENT", Frame: []byte(fmt.Sprintf("data: {%q:%q}\n\n", "delta", strings.Repeat("x", 400)))}}
+	var merged []recorder.Event
+	frames := 0
+	for i := range 3 {
+		merged = append(merged, recorder.Event{Type: "TEXT_MESSAGE_CONTENT", Frame: []byte(fmt.Sprintf("id: r1/%s/%d\ndata: {%q:%q}\n\n", epoch, i+1, "delta", strings.Repeat("x", 400)))})
+		frames += len(merged[i].Frame)
+	}
 	if err := s.ReplaceRunEvents(ctx, "t", "r1", r.Epoch, epoch, merged); err != nil {
 		t.Fatal(err)
 	}
-	after, err := c.MemoryUsage(ctx, stream).Result()
-	if err != nil || after > 1500 {
-		t.Errorf("MEMORY USAGE of the compacted stream = %d (%v), was %d raw; want its 400-byte event's size, under 1500", after, err, before)
+	var packed string
+	for _, k := range keysUnder(t, c, "cmp") {
+		if strings.Contains(k, "events") {
+			t.Errorf("the compacted run still has its stream %q", k)
+		}
+		if strings.Contains(k, "packed") {
+			packed = k
+		}
 	}
-	if ttl, err := c.PTTL(ctx, stream).Result(); err != nil || ttl <= 0 || ttl > time.Hour {
-		t.Errorf("PTTL of the compacted stream = %v, %v, want within (0, 1h]", ttl, err)
+	after, err := c.MemoryUsage(ctx, packed).Result()
+	if err != nil || after >= int64(frames)/2 {
+		t.Errorf("MEMORY USAGE of the packed events (%q) = %d (%v), want under half their %d bytes", packed, after, err, frames)
 	}
-	if evs, err := s.Events(ctx, "t", "r1", 0, 0); err != nil || len(evs) != 1 || string(evs[0].Frame) != string(merged[0].Frame) {
-		t.Errorf("Events after compaction = %v, %v", evs, err)
+	if ttl, err := c.PTTL(ctx, packed).Result(); err != nil || ttl <= 0 || ttl > time.Hour {
+		t.Errorf("PTTL of the packed events = %v, %v, want within (0, 1h]", ttl, err)
+	}
+	evs, err := s.Events(ctx, "t", "r1", 1, 0)
+	if err != nil || len(evs) != 2 || evs[0].Seq != 2 || string(evs[1].Frame) != string(merged[2].Frame) {
+		t.Errorf("Events after compaction from seq 1 = %v, %v", evs, err)
+	}
+	if run, err := s.Run(ctx, "t", "r1"); err != nil || run.FirstSeq != 1 || run.LastSeq != 3 || !run.Complete(0) {
+		t.Errorf("Run after compaction = %+v, %v, want events 1..3, complete", run, err)
+	}
+	if err := s.DeleteRun(ctx, "t", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Exists(ctx, packed).Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS of the packed events after DeleteRun = %d, %v, want 0", n, err)
 	}
 }

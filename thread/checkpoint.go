@@ -37,7 +37,8 @@ import (
 // message ids (in order), so a run start whose request repeats the branch's messages learns
 // that without reading the branch (KnownMessageIDs). Records are encoded in a length-prefixed
 // binary form (checkpoint_codec.go) that is read without parsing JSON; version 1 records are
-// JSON.
+// JSON. Version 3 is a version 2 record with all but its header compressed (DEFLATE, with a
+// CRC-32C): compaction at rest packs a segment once its last run is at rest (packSegment).
 const (
 	legacyCheckpointVersion = 1
 	checkpointVersion       = 2
@@ -88,6 +89,8 @@ type checkpointRecord struct {
 	Seg    string
 	Base   *flatBranch
 	Deltas []branchDelta
+	// Packed records are stored compressed (version 3, see packSegment).
+	Packed bool
 
 	// Events is the whole branch of a version 1 record.
 	Events []json.RawMessage
@@ -400,6 +403,7 @@ func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, e
 		d := diff(parent.flat, b.flat)
 		d.Run, d.Parent = runID, parentRun
 		seg := *parent.seg
+		seg.Packed = false // stored as it is written most: a sweep packs it again (packSegment)
 		seg.Deltas = slices.DeleteFunc(slices.Clone(seg.Deltas), func(x branchDelta) bool { return x.Run == runID })
 		if seg.deltaBytes()+d.bytes() <= max(segmentGrowth*seg.Base.bytes(), segmentMinBytes) {
 			seg.Deltas = append(seg.Deltas, d)

@@ -2,9 +2,12 @@ package thread
 
 import (
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"hash/crc32"
+	"io"
 )
 
 // The encoding of a version 2 checkpoint record: the magic, then
@@ -16,7 +19,19 @@ import (
 // where a string is a uvarint length and its bytes and a list a uvarint count and that many
 // strings. Decoding is a walk over the bytes: the events and messages it returns alias the
 // record (records are never modified), so a segment costs no JSON parse to read.
-var recordMagic = []byte("AGCP\x02")
+//
+// A packed record (version 3, packedRecordMagic; a segment of runs compacted at rest, see
+// packSegment) has the same header, then the rest compressed: its length (uvarint), the
+// CRC-32C of its bytes (4 bytes, big endian) and the bytes in raw DEFLATE. Reading it inflates
+// the rest (its header alone is read without), checks the length and the CRC, then walks it
+// as above: damage is detected before the branch's own checksum is.
+var (
+	recordMagic       = []byte("AGCP\x02")
+	packedRecordMagic = []byte("AGCP\x03")
+)
+
+// maxPackedRecord bounds the inflated rest a packed record may claim.
+const maxPackedRecord = 1 << 30
 
 var errRecordEncoding = errors.New("malformed checkpoint record")
 
@@ -43,11 +58,30 @@ func encodeRecord(rec *checkpointRecord) []byte {
 		n += d.bytes() + 8*(len(d.E)+len(d.M)) + 32
 	}
 	b := make([]byte, 0, n)
-	b = append(b, recordMagic...)
+	if rec.Packed {
+		b = append(b, packedRecordMagic...)
+	} else {
+		b = append(b, recordMagic...)
+	}
 	b = appendString(b, []byte(rec.Sum))
 	b = appendString(b, []byte(rec.IDHash))
 	b = binary.AppendUvarint(b, uint64(rec.IDCount))
 	b = appendString(b, []byte(rec.Seg))
+	if !rec.Packed {
+		return appendRecordBody(b, rec)
+	}
+	body := appendRecordBody(nil, rec)
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(body, castagnoli))
+	buf := bytes.NewBuffer(b)
+	w, _ := flate.NewWriter(buf, flate.DefaultCompression)
+	_, _ = w.Write(body) // a bytes.Buffer does not fail
+	_ = w.Close()
+	return buf.Bytes()
+}
+
+// appendRecordBody appends what follows a record's header: its base and its deltas.
+func appendRecordBody(b []byte, rec *checkpointRecord) []byte {
 	if rec.Base == nil {
 		b = append(b, 0)
 	} else {
@@ -120,20 +154,26 @@ func (r *recordReader) list() []json.RawMessage {
 	return out
 }
 
-// decodeRecord decodes a version 2 record; with headerOnly, only the sum, the message-id count
-// and hash and the segment name.
+// decodeRecord decodes a version 2 or 3 (packed) record; with headerOnly, only the sum, the
+// message-id count and hash and the segment name.
 func decodeRecord(data []byte, headerOnly bool) (*checkpointRecord, error) {
-	if !bytes.HasPrefix(data, recordMagic) {
+	packed := bytes.HasPrefix(data, packedRecordMagic)
+	if !packed && !bytes.HasPrefix(data, recordMagic) {
 		return nil, errRecordEncoding
 	}
 	r := &recordReader{b: data[len(recordMagic):]}
-	rec := &checkpointRecord{V: checkpointVersion}
+	rec := &checkpointRecord{V: checkpointVersion, Packed: packed}
 	rec.Sum = string(r.bytes())
 	rec.IDHash = string(r.bytes())
 	rec.IDCount = r.uvarint()
 	rec.Seg = string(r.bytes())
 	if headerOnly || r.err != nil {
 		return rec, r.err
+	}
+	if packed {
+		if r.b = inflateRecordBody(r); r.err != nil {
+			return nil, r.err
+		}
 	}
 	switch r.uvarint() {
 	case 0:
@@ -156,4 +196,26 @@ func decodeRecord(data []byte, headerOnly bool) (*checkpointRecord, error) {
 		r.err = errRecordEncoding
 	}
 	return rec, r.err
+}
+
+// inflateRecordBody reads the compressed rest of a packed record: its length, CRC and DEFLATE
+// bytes, which must end the record.
+func inflateRecordBody(r *recordReader) []byte {
+	size := r.uvarint()
+	if r.err != nil || size > maxPackedRecord || len(r.b) < 4 {
+		r.err = errRecordEncoding
+		return nil
+	}
+	sum := binary.BigEndian.Uint32(r.b)
+	br := bytes.NewReader(r.b[4:]) // an io.ByteReader: DEFLATE reads no further than its end
+	fr := flate.NewReader(br)
+	// Up to one byte more than claimed (memory grows with what really inflates): the rest must
+	// end exactly there, with DEFLATE's end and the record's.
+	body, err := io.ReadAll(io.LimitReader(fr, int64(size)+1))
+	_ = fr.Close()
+	if err != nil || len(body) != size || br.Len() != 0 || crc32.Checksum(body, castagnoli) != sum {
+		r.err = errRecordEncoding
+		return nil
+	}
+	return body
 }

@@ -187,7 +187,7 @@ func TestCheckpointsLinear(t *testing.T) {
 }
 
 // TestCheckpointCorruptRebuilt: a damaged checkpoint (a byte changed inside a message of a
-// segment, a delta that keeps more than its parent has, a missing segment, a truncated record,
+// segment or in a packed segment, a delta that keeps more than its parent has, a missing segment, a truncated record,
 // an unknown version, a checksum that does not match) is detected and the branch is rebuilt
 // from the events and stored again, never served.
 func TestCheckpointCorruptRebuilt(t *testing.T) {
@@ -228,6 +228,13 @@ func TestCheckpointCorruptRebuilt(t *testing.T) {
 		{"checksum", "r4", func() []byte { return thread.CorruptRecord(r4, "checksum") }},
 		{"names a run without a segment", "r4", func() []byte { return thread.CorruptRecord(r4, "seg:r3") }},
 		{"names an unknown run", "r4", func() []byte { return thread.CorruptRecord(r4, "seg:nope") }},
+		{"a byte changed in a packed segment", "r1", func() []byte {
+			p := thread.PackRecord(segData, false)
+			p[len(p)-len(p)/3] ^= 0x10
+			return p
+		}},
+		{"a packed segment's CRC", "r1", func() []byte { return thread.PackRecord(segData, true) }},
+		{"truncated packed segment", "r1", func() []byte { p := thread.PackRecord(segData, false); return p[:len(p)-3] }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

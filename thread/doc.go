@@ -33,8 +33,10 @@
 // from the events, never served) and the count and hash of its branch's message ids.
 //
 // Compaction at rest (rest.go): Service.CompactRun replaces an ended run's raw events by their
-// merged form (compact.Concat) once it is checked to replay the same, and RestSweeper runs it
-// over every thread of a store for runs older than an age (AGUI_COMPACT_AFTER).
+// merged form (compact.Concat) once it is checked to replay the same (the stores keep a
+// compacted run's events in one compressed value), and RestSweeper runs it over every thread
+// of a store for runs older than an age (AGUI_COMPACT_AFTER); once the last run of a
+// checkpoint segment is at rest, the segment is stored compressed too (record version 3).
 //
 // # Starting and ending runs
 //

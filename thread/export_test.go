@@ -1,5 +1,7 @@
 package thread
 
+import "encoding/binary"
+
 // CorruptRecord returns an encoded version 2 checkpoint record changed as how says, for the
 // tests of package thread_test: "keep-more" (the first delta keeps more than its parent has),
 // "checksum" (another sum), "seg:<run>" (names another segment).
@@ -19,4 +21,21 @@ func CorruptRecord(data []byte, how string) []byte {
 		panic(how)
 	}
 	return encodeRecord(rec)
+}
+
+// PackRecord returns an encoded version 2 checkpoint record as a packed (version 3) one, with
+// its CRC changed when badCRC.
+func PackRecord(data []byte, badCRC bool) []byte {
+	rec, err := decodeRecord(data, false)
+	if err != nil {
+		panic(err)
+	}
+	rec.Packed = true
+	p := encodeRecord(rec)
+	if badCRC {
+		header := len(encodeRecord(&checkpointRecord{Sum: rec.Sum, IDHash: rec.IDHash, IDCount: rec.IDCount, Seg: rec.Seg})) - 2
+		_, n := binary.Uvarint(p[header:])
+		p[header+n] ^= 1
+	}
+	return p
 }

@@ -116,6 +116,58 @@ func (s *Service) CompactRun(ctx context.Context, threadID, runID string) (RestR
 	return RestCompacted, nil
 }
 
+// packSegment stores the checkpoint segment holding runID's branch packed (compressed,
+// checkpoint record version 3) when runID is the last run the segment took: every run of the
+// segment is then at rest too (a later run would be after it), so the segment is read often
+// at most and written again only if the thread goes on (storeCheckpoint then stores it
+// unpacked, and the sweep that reaches that later run packs it again). The segment is stored
+// only if its bytes did not change since it was read (a run of the thread that ended
+// meanwhile and took a delta in it); a segment changed in the instant between that check and
+// the write loses the delta, which the pointer's checksum detects: that branch is rebuilt from
+// the events, never served wrong. It reports whether it stored the segment.
+func (s *Service) packSegment(ctx context.Context, threadID, runID string) (bool, error) {
+	rec, err := s.readRecord(ctx, threadID, runID, true)
+	if err != nil || rec.V != checkpointVersion {
+		return false, ignoreNotFound(err)
+	}
+	segRun := runID
+	if rec.Seg != "" {
+		segRun = rec.Seg
+	}
+	raw, err := s.store.Checkpoint(ctx, threadID, segRun)
+	if err != nil {
+		return false, ignoreNotFound(err)
+	}
+	seg, err := decodeRecord(raw, false)
+	if err != nil || seg.Packed || seg.Base == nil {
+		return false, nil // damaged (rebuilt when read), packed already, or not a segment
+	}
+	last := segRun
+	if n := len(seg.Deltas); n > 0 {
+		last = seg.Deltas[n-1].Run
+	}
+	if last != runID {
+		return false, nil // a later run extends the segment: packed when that run is
+	}
+	seg.Packed = true
+	packed := encodeRecord(seg)
+	if now, err := s.store.Checkpoint(ctx, threadID, segRun); err != nil || !bytes.Equal(now, raw) {
+		return false, ignoreNotFound(err)
+	}
+	if err := s.store.PutCheckpoint(ctx, threadID, segRun, packed); err != nil {
+		return false, err
+	}
+	s.log.Debug("packed a checkpoint segment at rest", "thread_id", threadID, "run_id", segRun, "bytes", len(raw), "packed_bytes", len(packed))
+	return true, nil
+}
+
+func ignoreNotFound(err error) error {
+	if errors.Is(err, recorder.ErrNotFound) || errors.Is(err, recorder.ErrRunNotFound) || errors.Is(err, recorder.ErrThreadNotFound) {
+		return nil
+	}
+	return err
+}
+
 // deltas counts the STATE_DELTA and ACTIVITY_DELTA events.
 func deltas(events []compact.Event) int {
 	n := 0
@@ -202,6 +254,9 @@ func (w *RestSweeper) Sweep(ctx context.Context) error {
 				continue
 			}
 			res, err := w.s.CompactRun(ctx, threadID, r.RunID)
+			if err == nil {
+				_, err = w.s.packSegment(ctx, threadID, r.RunID)
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()

@@ -178,3 +178,63 @@ func TestCompactAtRestAge(t *testing.T) {
 		t.Errorf("a run ended just now was examined (%d) or compacted (%v) with a one-hour age", n, run.CompactedAt)
 	}
 }
+
+// TestCompactAtRestPacksSegments, on the memory, disk and Redis stores: a sweep stores the
+// thread's checkpoint segment packed (version 3, smaller) once its last run is at rest; every
+// branch reads exactly as before, from the packed segment (no rebuild) and from the events; a
+// run that continues the thread stores the segment unpacked again, and the next sweep packs
+// it again.
+func TestCompactAtRestPacksSegments(t *testing.T) {
+	for name, store := range restStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			s := newService(t, thread.Config{Store: store})
+			for i := 1; i <= 8; i++ {
+				recordRun(t, s, "t", fmt.Sprintf("r%d", i), "", textRun("t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))...)
+			}
+			segment := func() []byte {
+				data, err := store.Checkpoint(ctx, "t", "r1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return data
+			}
+			raw := segment()
+			if !bytes.HasPrefix(raw, []byte("AGCP\x02")) {
+				t.Fatalf("r1's checkpoint is not an unpacked segment: %.20q", raw)
+			}
+			sw, err := thread.NewRestSweeper(newService(t, thread.Config{Store: store}), time.Nanosecond, time.Hour, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sw.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			packed := segment()
+			if !bytes.HasPrefix(packed, []byte("AGCP\x03")) || len(packed)*2 > len(raw) {
+				t.Fatalf("after the sweep r1's segment is %d bytes %.20q, want packed, under half its %d bytes", len(packed), packed, len(raw))
+			}
+			reader := newService(t, thread.Config{Store: store})
+			for i := 1; i <= 8; i++ {
+				sameBranch(t, reader, "t", fmt.Sprintf("r%d", i))
+			}
+			if !bytes.Equal(segment(), packed) {
+				t.Fatal("reading the branches stored the packed segment again (it was rebuilt)")
+			}
+			recordRun(t, s, "t", "r9", "", textRun("t", "r9", "m9")...)
+			if !bytes.HasPrefix(segment(), []byte("AGCP\x02")) {
+				t.Fatal("the segment r9 extends is still packed")
+			}
+			sameBranch(t, s, "t", "r9")
+			if err := sw.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(segment(), []byte("AGCP\x03")) {
+				t.Fatal("the next sweep did not pack the segment r9 extends")
+			}
+			for _, r := range []string{"r1", "r8", "r9"} {
+				sameBranch(t, newService(t, thread.Config{Store: store}), "t", r)
+			}
+		})
+	}
+}

@@ -240,15 +240,17 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			byKind := map[string]int64{}
+			byKind, count := map[string]int64{}, map[string]int{}
 			for _, k := range keys {
 				n, _ := c.MemoryUsage(context.Background(), k, 0).Result()
 				kk := strings.SplitN(strings.TrimPrefix(k, "agui:{t}:"), ":", 2)[0]
 				byKind[kk] += n
+				count[kk]++
 			}
 			total := int64(0)
 			for kk, n := range byKind {
 				b.ReportMetric(float64(n), kk+"-bytes"+suffix)
+				b.ReportMetric(float64(count[kk]), kk+"-keys"+suffix)
 				total += n
 			}
 			b.ReportMetric(float64(total)/float64(wire), "store/wire"+suffix)
@@ -273,6 +275,22 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 		b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(runs), "ms-compact-at-rest/run")
 		b.ReportMetric(float64(results[thread.RestCompacted]), "runs-compacted-at-rest")
 		b.ReportMetric(float64(results[thread.RestKept]), "runs-kept-raw")
+		// The stored events' own bytes (their frames), to compare with what holds them.
+		frames := 0
+		runList, err := rs.Runs(context.Background(), "t")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range runList {
+			evs, err := rs.Events(context.Background(), "t", r.RunID, 0, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, e := range evs {
+				frames += len(e.Frame)
+			}
+		}
+		b.ReportMetric(float64(frames), "frame-bytes-at-rest")
 		rs.Close()
 		usage("-at-rest")
 		first, all, _ := tb.prelude("t")

@@ -1,82 +1,156 @@
--- append.lua: store one batch of one run's events, atomically with the run's metadata.
+-- append.lua: store one batch of events of one or more runs of one slot, each run atomically
+-- with its metadata.
 --
--- KEYS[1] thread hash    <prefix>:{<threadId>}:thread
--- KEYS[2] runs list      <prefix>:{<threadId>}:runs
--- KEYS[3] run hash       <prefix>:{<threadId>}:run:<runId>
--- KEYS[4] events stream  <prefix>:{<threadId>}:events:<runId>
--- ARGV[1] runId          ARGV[2] epoch        ARGV[3] parentRunId   ARGV[4] owner
--- ARGV[5] route          ARGV[6] status (used only when the run is re-created)
--- ARGV[7] createdAt ms (used only when re-created)   ARGV[8] now ms
--- ARGV[9] TTL ms (0: keep)   ARGV[10] MAXLEN (0: no trim)
--- ARGV[11..] one triple per event, in seq order: seq, type, frame bytes.
+-- KEYS[i] run hash of the i-th run   <prefix>:{<threadId>}:run:<runId>
+--   The run's other keys are built from it as keys.go builds them: <base>events:<runId>,
+--   <base>thread, <base>runs, where <base> is <prefix>:{<threadId>}: (all in the slot of
+--   KEYS[i]; every KEYS[i] of one call shares a slot, as Redis Cluster requires).
+-- ARGV[1] now ms   ARGV[2] TTL ms (0: keep)   ARGV[3] MAXLEN (0: no trim)
+-- ARGV[4] 1 when each run carries what re-creating it takes, else 0
+-- then for each run, in KEYS order:
+--   epoch, [parentRunId, owner, route, status, createdAt ms: only when ARGV[4] is 1],
+--   the number n of its events, then n triples in seq order: seq, type, frame bytes.
 --
--- Returns {stored, recreated}: how many events were added (events whose seq is not above the
--- run's "last" are skipped, so a retried batch never duplicates), and 1 when the run's metadata
--- was missing and had to be re-created (a data loss), else 0. stored is -1 when the run hash
--- holds another epoch: the id now names another run, and these events are not its.
--- When events were added it ends with a sharded publish of the last seq on the channel named
--- like KEYS[4] (the live tail on Redis Cluster listens there; pcall: a server without
--- SPUBLISH, Redis 6, just has no tail notification).
-local epoch = redis.call('HGET', KEYS[3], 'epoch')
-local last = 0
-local gaps = ''
-local recreated = 0
-local function addgap(from, to)
-  local r = string.format('%d-%d', from, to)
-  if gaps == '' then gaps = r else gaps = gaps .. ',' .. r end
-end
-if not epoch then
-  -- Never created, or lost with the store's data: re-create thread and run from the batch.
-  recreated = 1
-  redis.call('HSETNX', KEYS[1], 'owner', ARGV[4])
-  redis.call('HSETNX', KEYS[1], 'route', ARGV[5])
-  redis.call('HSETNX', KEYS[1], 'created', ARGV[7])
-  if not redis.call('LPOS', KEYS[2], ARGV[1]) then
-    redis.call('RPUSH', KEYS[2], ARGV[1])
-  end
-  -- A stream left without its metadata cannot be trusted to be whole; start it afresh.
-  redis.call('DEL', KEYS[4])
-  if #ARGV >= 11 and tonumber(ARGV[11]) > 1 then
-    addgap(1, tonumber(ARGV[11]) - 1)
-  end
-  redis.call('HSET', KEYS[3], 'epoch', ARGV[2], 'parent', ARGV[3], 'status', ARGV[6],
-    'detail', '', 'route', ARGV[5], 'owner', ARGV[4], 'created', ARGV[7], 'updated', ARGV[8],
-    'last', 0, 'gaps', gaps)
-elseif epoch ~= ARGV[2] then
-  return {-1, 0}
-else
-  last = tonumber(redis.call('HGET', KEYS[3], 'last') or '0')
-  gaps = redis.call('HGET', KEYS[3], 'gaps') or ''
-  if last > 0 and redis.call('EXISTS', KEYS[4]) == 0 then
-    -- The stream vanished (evicted or expired) while the metadata stayed.
-    addgap(1, last)
-  end
-end
-local maxlen = tonumber(ARGV[10])
-local stored = 0
-for i = 11, #ARGV, 3 do
-  local seq = tonumber(ARGV[i])
-  if seq > last then
-    if seq > last + 1 then
-      addgap(last + 1, seq - 1)
-    end
+-- Returns, for each run, in KEYS order, two integers: stored and recreated. stored is how many
+-- events were added (events whose seq is not above the run's "last" are skipped, so a retried
+-- batch never duplicates); -1 when the run hash holds another epoch (the id now names another
+-- run, and these events are not its); -2 when the run hash is missing and ARGV[4] is 0 (nothing
+-- was written for that run: the caller sends it again with what re-creating it takes).
+-- recreated is 1 when the run's metadata was missing and had to be re-created (a data loss).
+-- A run that stored events ends with a sharded publish of its last seq on the channel named
+-- like its events stream (the live tail listens there; pcall: a server without SPUBLISH,
+-- Redis 6, just has no tail notification).
+--
+-- Per run and batch this costs an HMGET, an XADD per event, an HSET and the SPUBLISH: the
+-- first XADD after stored events says NOMKSTREAM, which finds a stream that vanished (evicted
+-- or expired while the metadata stayed) without an EXISTS; a server without NOMKSTREAM (Redis
+-- before 6.2) checks with EXISTS instead.
+local now, ttl, maxlen, full = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+local out = {}
+local refreshed = {}
+local a = 5
+
+local function xadd(stream, nomk, seq, typ, frame)
+  local id = seq .. '-0'
+  if nomk then
     if maxlen > 0 then
-      redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, ARGV[i] .. '-0', 't', ARGV[i + 1], 'f', ARGV[i + 2])
-    else
-      redis.call('XADD', KEYS[4], ARGV[i] .. '-0', 't', ARGV[i + 1], 'f', ARGV[i + 2])
+      return redis.pcall('XADD', stream, 'NOMKSTREAM', 'MAXLEN', '~', maxlen, id, 't', typ, 'f', frame)
     end
-    last = seq
-    stored = stored + 1
+    return redis.pcall('XADD', stream, 'NOMKSTREAM', id, 't', typ, 'f', frame)
+  end
+  if maxlen > 0 then
+    return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, id, 't', typ, 'f', frame)
+  end
+  return redis.call('XADD', stream, id, 't', typ, 'f', frame)
+end
+
+for k = 1, #KEYS do
+  local runkey = KEYS[k]
+  local base, runid = string.match(runkey, '^(.*}:)run:(.*)$')
+  local stream = base .. 'events:' .. runid
+  local epoch = ARGV[a]
+  local parent, owner, route, status, created
+  if full then
+    parent, owner, route, status, created = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+    a = a + 6
+  else
+    a = a + 1
+  end
+  local n = tonumber(ARGV[a])
+  local first, stop = a + 1, a + 3 * n
+  a = stop + 1
+
+  local meta = redis.call('HMGET', runkey, 'epoch', 'last', 'gaps')
+  local last, gaps, oldgaps = 0, '', nil
+  local recreated = 0
+  local function addgap(from, to)
+    local r = string.format('%d-%d', from, to)
+    if gaps == '' then gaps = r else gaps = gaps .. ',' .. r end
+  end
+  local skip = false
+  if not meta[1] then
+    if not full then
+      out[#out + 1] = -2
+      out[#out + 1] = 0
+      skip = true
+    else
+      -- Never created, or lost with the store's data: re-create thread and run from the batch.
+      recreated = 1
+      local thread, runs = base .. 'thread', base .. 'runs'
+      redis.call('HSETNX', thread, 'owner', owner)
+      redis.call('HSETNX', thread, 'route', route)
+      redis.call('HSETNX', thread, 'created', created)
+      if not redis.call('LPOS', runs, runid) then
+        redis.call('RPUSH', runs, runid)
+      end
+      -- A stream left without its metadata cannot be trusted to be whole; start it afresh.
+      redis.call('DEL', stream)
+      if n > 0 and tonumber(ARGV[first]) > 1 then
+        addgap(1, tonumber(ARGV[first]) - 1)
+      end
+      redis.call('HSET', runkey, 'epoch', epoch, 'parent', parent, 'status', status,
+        'detail', '', 'route', route, 'owner', owner, 'created', created, 'updated', now,
+        'last', 0, 'gaps', gaps)
+      oldgaps = gaps
+    end
+  elseif meta[1] ~= epoch then
+    out[#out + 1] = -1
+    out[#out + 1] = 0
+    skip = true
+  else
+    last = tonumber(meta[2] or '0')
+    gaps = meta[3] or ''
+    oldgaps = gaps
+  end
+  if not skip then
+    -- check: the stream is expected to exist (events stored before) and was not seen yet.
+    local check = last > 0
+    local stored = 0
+    for i = first, stop, 3 do
+      local seq = tonumber(ARGV[i])
+      if seq > last then
+        if seq > last + 1 then
+          addgap(last + 1, seq - 1)
+        end
+        local id
+        if check then
+          check = false
+          id = xadd(stream, true, ARGV[i], ARGV[i + 1], ARGV[i + 2])
+          if type(id) == 'table' and id.err then
+            id = false -- no NOMKSTREAM (or another refusal, which the plain XADD raises)
+            if redis.call('EXISTS', stream) == 0 then
+              addgap(1, last)
+            end
+          elseif not id then
+            addgap(1, last) -- the stream vanished
+          end
+        end
+        if not id then
+          xadd(stream, false, ARGV[i], ARGV[i + 1], ARGV[i + 2])
+        end
+        last = seq
+        stored = stored + 1
+      end
+    end
+    if gaps ~= oldgaps then
+      redis.call('HSET', runkey, 'last', string.format('%d', last), 'updated', now, 'gaps', gaps)
+    else
+      redis.call('HSET', runkey, 'last', string.format('%d', last), 'updated', now)
+    end
+    if ttl > 0 then
+      redis.call('PEXPIRE', runkey, ttl)
+      redis.call('PEXPIRE', stream, ttl)
+      if not refreshed[base] then
+        refreshed[base] = true
+        redis.call('PEXPIRE', base .. 'thread', ttl)
+        redis.call('PEXPIRE', base .. 'runs', ttl)
+      end
+    end
+    if stored > 0 then
+      redis.pcall('SPUBLISH', stream, string.format('%d', last))
+    end
+    out[#out + 1] = stored
+    out[#out + 1] = recreated
   end
 end
-redis.call('HSET', KEYS[3], 'last', string.format('%d', last), 'updated', ARGV[8], 'gaps', gaps)
-local ttl = tonumber(ARGV[9])
-if ttl > 0 then
-  for i = 1, 4 do
-    redis.call('PEXPIRE', KEYS[i], ttl)
-  end
-end
-if stored > 0 then
-  redis.pcall('SPUBLISH', KEYS[4], string.format('%d', last))
-end
-return {stored, recreated}
+return out

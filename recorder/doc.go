@@ -48,13 +48,16 @@
 //     two first POSTs by different identities exactly one wins), the refusals (other owner →
 //     ErrThreadNotFound, other route → ErrThreadRoomMismatch, known run → ErrRunAlreadyStarted,
 //     parent not in the thread → ErrRunNotFound), run hash, runs list, TTLs.
-//   - append.lua (one call per run per batch; all batches of a Store.Append go in one
-//     pipeline, one round trip): skips seqs not above the run's "last" (so go-redis re-sending
-//     a write whose reply was lost, or the Writer retrying, never duplicates — plain XADD * would),
-//     records a gap on a seq jump, XADD with the explicit id "<seq>-0" and MAXLEN ~, updates
-//     last/updated/gaps, refreshes the TTLs. If the run hash is missing (data lost) it re-creates
-//     thread and run from Batch.Run and records the unseen head as a gap; events carrying
-//     another epoch than the stored run's are dropped (the id was reused).
+//   - append.lua (one call per batch on one server or Sentinel, one per thread's slot on
+//     Cluster, the runs of a Store.Append in one pipeline, one round trip; each run costs an
+//     HMGET, an XADD per event, an HSET and the notification): skips seqs not above the run's
+//     "last" (so go-redis re-sending a write whose reply was lost, or the Writer retrying,
+//     never duplicates — plain XADD * would), records a gap on a seq jump, XADD with the
+//     explicit id "<seq>-0" and MAXLEN ~, updates last/updated/gaps, refreshes the TTLs. The
+//     call carries only the epoch and the events of each run; if a run hash is missing (data
+//     lost) the run is sent again with Batch.Run's metadata, and re-created (thread and run)
+//     with the unseen head recorded as a gap; events carrying another epoch than the stored
+//     run's are dropped (the id was reused).
 //   - finish_run.lua: status, detail, missing tail as a gap, TTL of all the thread's keys.
 //   - delete_run.lua, put_checkpoint.lua: the run's keys and the runs list together.
 //   - delete_thread.lua: every key of a thread, refused while a run is running.

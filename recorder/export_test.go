@@ -18,6 +18,9 @@ func AddRedisHook(s *RedisStore, h redis.Hook) {
 	s.r.AddHook(h)
 }
 
+// AppendBySlot makes s group its appends by slot as on Cluster (one append.lua call per slot).
+func AppendBySlot(s *RedisStore) { s.appendBySlot = true }
+
 // KeySlot is keySlot for tests.
 func KeySlot(k string) uint16 { return keySlot(k) }
 

@@ -145,16 +145,19 @@ type RedisConfig struct {
 // It is safe for concurrent use. It implements Follower with one tail goroutine and a third,
 // small pool of its own, both started by the first Follow and stopped by Close.
 type RedisStore struct {
-	prefix  string
-	ttlMs   int64
-	maxLen  int64
-	w, r    redis.UniversalClient
-	spec    clientSpec
-	waitN   int   // WAIT this many replicas after each write (0: no WAIT)
-	waitMs  int64 // WAIT timeout
-	log     *slog.Logger
-	closed  atomic.Bool
-	nowFunc func() time.Time
+	prefix string
+	ttlMs  int64
+	maxLen int64
+	w, r   redis.UniversalClient
+	spec   clientSpec
+	waitN  int   // WAIT this many replicas after each write (0: no WAIT)
+	waitMs int64 // WAIT timeout
+	// appendBySlot makes Append send one append.lua call per slot (Cluster); elsewhere one
+	// call carries the runs of every thread.
+	appendBySlot bool
+	log          *slog.Logger
+	closed       atomic.Bool
+	nowFunc      func() time.Time
 
 	followQueue int
 	followBlock time.Duration
@@ -214,6 +217,7 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
 		tailOpts:    tailOptions(to),
 	}
 	s.co.c = s.r
+	_, s.appendBySlot = s.w.(*redis.ClusterClient)
 	if s.waitMs <= 0 {
 		s.waitMs = DefaultWaitTimeout.Milliseconds()
 	}
@@ -443,53 +447,101 @@ func (s *RedisStore) DeleteRun(ctx context.Context, threadID, runID string) erro
 	return scriptError(err, fmt.Sprintf("deleting run %q in thread %q", runID, threadID))
 }
 
-// Append implements Store: one EVALSHA of append.lua per batch, all in one pipeline (one
-// round trip). After a Redis restart the script cache is empty: the whole pipeline is then
-// sent again with EVAL, which is safe because the script skips seqs already stored.
+// Append implements Store: one EVALSHA of append.lua per slot (per batch on a single server or
+// Sentinel, per thread on Cluster), all in one pipeline (one round trip). The calls carry only
+// what storing takes (the run's epoch and events); a run whose metadata is missing (lost with
+// the store's data) is answered -2 and sent again, in a second round trip, with what re-creating
+// it takes. After a Redis restart the script cache is empty: the pipeline is then sent again
+// with EVAL, which is safe because the script skips seqs already stored.
 func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
-	type call struct {
-		keys []string
-		args []any
-	}
-	calls := make([]call, 0, len(batches))
-	now := s.nowMs()
+	keys := make([]string, 0, len(batches))
 	for _, b := range batches {
 		if err := validateRun(b.Run); err != nil {
 			return err
 		}
 		k, _ := keysFor(s.prefix, b.Run.ThreadID, b.Run.RunID)
-		status := b.Run.Status
-		if status == "" {
-			status = StatusRunning
-		}
-		created := now
-		if !b.Run.CreatedAt.IsZero() {
-			created = b.Run.CreatedAt.UnixMilli()
-		}
-		args := make([]any, 0, 10+3*len(b.Events))
-		args = append(args, b.Run.RunID, b.Run.Epoch, b.Run.ParentRunID, b.Run.Owner, b.Run.Route,
-			string(status), created, now, s.ttlMs, s.maxLen)
-		for _, ev := range b.Events {
-			args = append(args, ev.Seq, ev.Type, ev.Frame)
-		}
-		calls = append(calls, call{[]string{k.thread, k.runs, k.run, k.events}, args})
+		keys = append(keys, k.run)
 	}
-	if len(calls) == 0 {
+	if len(batches) == 0 {
 		return nil
 	}
 	if err := s.check(); err != nil {
 		return err
 	}
-	firstKeys := make([]string, len(calls))
-	for i, c := range calls {
-		firstKeys[i] = c.keys[0]
+	all := make([]int, len(batches))
+	for i := range all {
+		all[i] = i
+	}
+	missing, err := s.appendCalls(ctx, batches, keys, all, false)
+	if err == nil && len(missing) > 0 {
+		_, err = s.appendCalls(ctx, batches, keys, missing, true)
+	}
+	return err
+}
+
+// appendCalls stores the batches listed in which (indices into batches and keys) with one
+// append.lua call per slot, in one pipeline; full sends what re-creating a lost run takes. It
+// returns the batches answered -2 (metadata missing, not sent in full).
+func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, keys []string, which []int, full bool) ([]int, error) {
+	// Group by slot on Cluster (the keys of one call must share one); elsewhere one call.
+	groups := [][]int{which}
+	if s.appendBySlot && len(which) > 1 {
+		groups = groups[:0]
+		bySlot := map[uint16]int{}
+		for _, i := range which {
+			slot := keySlot(keys[i])
+			g, ok := bySlot[slot]
+			if !ok {
+				g = len(groups)
+				bySlot[slot] = g
+				groups = append(groups, nil)
+			}
+			groups[g] = append(groups[g], i)
+		}
+	}
+	type call struct {
+		keys []string
+		args []any
+	}
+	calls := make([]call, len(groups))
+	firstKeys := make([]string, len(groups))
+	now := s.nowMs()
+	fullFlag := 0
+	if full {
+		fullFlag = 1
+	}
+	for g, idx := range groups {
+		n := 4
+		for _, i := range idx {
+			n += 2 + 3*len(batches[i].Events)
+			if full {
+				n += 5
+			}
+		}
+		c := call{keys: make([]string, len(idx)), args: make([]any, 0, n)}
+		c.args = append(c.args, now, s.ttlMs, s.maxLen, fullFlag)
+		for j, i := range idx {
+			b := batches[i]
+			c.keys[j] = keys[i]
+			c.args = append(c.args, b.Run.Epoch)
+			if full {
+				created, status := b.recreated(s.nowFunc())
+				c.args = append(c.args, b.Run.ParentRunID, b.Run.Owner, b.Run.Route, string(status), created.UnixMilli())
+			}
+			c.args = append(c.args, len(b.Events))
+			for _, ev := range b.Events {
+				c.args = append(c.args, ev.Seq, ev.Type, ev.Frame)
+			}
+		}
+		calls[g] = c
+		firstKeys[g] = c.keys[0]
 	}
 	run := func(eval bool) ([]redis.Cmder, error) {
-		return s.writePipeline(ctx, firstKeys, func(p redis.Pipeliner, i int) {
+		return s.writePipeline(ctx, firstKeys, func(p redis.Pipeliner, g int) {
 			if eval {
-				appendScript.Eval(ctx, p, calls[i].keys, calls[i].args...)
+				appendScript.Eval(ctx, p, calls[g].keys, calls[g].args...)
 			} else {
-				appendScript.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
+				appendScript.EvalSha(ctx, p, calls[g].keys, calls[g].args...)
 			}
 		})
 	}
@@ -498,24 +550,30 @@ func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
 		cmds, err = run(true)
 	}
 	if err != nil {
-		return scriptError(err, "appending events")
+		return nil, scriptError(err, "appending events")
 	}
-	for i, c := range cmds {
+	var missing []int
+	for g, c := range cmds {
 		res, _ := c.(*redis.Cmd).Slice()
-		if len(res) != 2 {
-			continue
-		}
-		b := batches[i]
-		if n, _ := res[0].(int64); n < 0 {
-			s.log.Warn("recorder: events for a run id now used by another run were dropped",
-				"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID, "epoch", b.Run.Epoch, "events", len(b.Events))
-		}
-		if r, _ := res[1].(int64); r == 1 {
-			s.log.Warn("recorder: run metadata was missing in Redis (data loss); re-created it with a gap",
-				"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID)
+		for j, i := range groups[g] {
+			if len(res) < 2*j+2 {
+				break
+			}
+			b := batches[i]
+			switch n, _ := res[2*j].(int64); n {
+			case -1:
+				s.log.Warn("recorder: events for a run id now used by another run were dropped",
+					"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID, "epoch", b.Run.Epoch, "events", len(b.Events))
+			case -2:
+				missing = append(missing, i)
+			}
+			if r, _ := res[2*j+1].(int64); r == 1 {
+				s.log.Warn("recorder: run metadata was missing in Redis (data loss); re-created it with a gap",
+					"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID)
+			}
 		}
 	}
-	return nil
+	return missing, nil
 }
 
 // writePipeline sends n writes (queue(p, i) queues the i-th, whose first key is firstKeys[i])

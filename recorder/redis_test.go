@@ -244,6 +244,85 @@ func TestRedisLostStream(t *testing.T) {
 	}
 }
 
+// TestRedisAppendManyRuns: one Append of the runs of several threads is one append.lua call
+// (on one server), each run stored as if alone: a healthy run, a run never created (sent again
+// with what re-creating it takes, a second call, and re-created with its head as a gap), a run
+// id now holding another epoch (its events dropped), a run whose stream vanished (a gap), and
+// a retried batch (nothing duplicated).
+func TestRedisAppendManyRuns(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "mr"})
+	ctx := t.Context()
+	healthy := recorder.Run{ThreadID: "t1", RunID: "r1", Epoch: recorder.NewEpoch()}
+	vanished := recorder.Run{ThreadID: "t2", RunID: "r2", Epoch: recorder.NewEpoch()}
+	other := recorder.Run{ThreadID: "t3", RunID: "r3", Epoch: recorder.NewEpoch()}
+	lost := recorder.Run{ThreadID: "t4", RunID: "r4", Epoch: recorder.NewEpoch(), Owner: "alice", Route: "/a"}
+	for _, r := range []recorder.Run{healthy, vanished, other} {
+		if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := func(from, to int64) []recorder.Event {
+		var out []recorder.Event
+		for seq := from; seq <= to; seq++ {
+			out = append(out, recorder.Event{Seq: seq, Type: "CUSTOM", Frame: fmt.Appendf(nil, "f%d", seq)})
+		}
+		return out
+	}
+	if err := s.Append(ctx, []recorder.Batch{{Run: vanished, Events: evs(1, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Del(ctx, "mr:{t2}:events:r2")
+	stale := other
+	stale.Epoch = recorder.NewEpoch()
+	batch := []recorder.Batch{
+		{Run: healthy, Events: evs(1, 3)},
+		{Run: vanished, Events: evs(3, 4)},
+		{Run: stale, Events: evs(1, 2)},
+		{Run: lost, Events: evs(3, 4)},
+	}
+	before, _ := c.Info(ctx, "commandstats").Result()
+	if err := s.Append(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := c.Info(ctx, "commandstats").Result()
+	if n := callsOf(after, "evalsha") - callsOf(before, "evalsha"); n != 2 {
+		t.Errorf("append.lua calls = %d, want 2 (one for the four runs, one re-sending the lost run)", n)
+	}
+	if err := s.Append(ctx, batch); err != nil { // a retry stores nothing twice
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		run         recorder.Run
+		first, last int64
+		gaps        []recorder.Gap
+	}{
+		{healthy, 1, 3, nil},
+		{vanished, 3, 4, []recorder.Gap{{From: 1, To: 2}}},
+		{other, 0, 0, nil},
+		{lost, 3, 4, []recorder.Gap{{From: 1, To: 2}}},
+	} {
+		got, err := s.Run(ctx, tc.run.ThreadID, tc.run.RunID)
+		if err != nil || got.Epoch != tc.run.Epoch || got.FirstSeq != tc.first || got.LastSeq != tc.last || fmt.Sprint(got.Gaps) != fmt.Sprint(tc.gaps) {
+			t.Errorf("Run(%s) = epoch %s first %d last %d gaps %v, %v; want %s, %d, %d, %v",
+				tc.run.RunID, got.Epoch, got.FirstSeq, got.LastSeq, got.Gaps, err, tc.run.Epoch, tc.first, tc.last, tc.gaps)
+		}
+		stored, err := s.Events(ctx, tc.run.ThreadID, tc.run.RunID, 0, 0)
+		if err != nil || int64(len(stored)) != tc.last-tc.first+min(tc.last, 1) {
+			t.Errorf("Events(%s) = %d events, %v; want seqs %d..%d once each", tc.run.RunID, len(stored), err, tc.first, tc.last)
+		}
+		for i, ev := range stored {
+			if want := fmt.Sprintf("f%d", tc.first+int64(i)); ev.Seq != tc.first+int64(i) || string(ev.Frame) != want {
+				t.Errorf("Events(%s)[%d] = %d %q, want %d %q", tc.run.RunID, i, ev.Seq, ev.Frame, tc.first+int64(i), want)
+			}
+		}
+	}
+	if th, err := s.Thread(ctx, "t4"); err != nil || th.Owner != "alice" || th.Route != "/a" {
+		t.Errorf("re-created thread t4 = %+v, %v; want owner alice, route /a", th, err)
+	}
+}
+
 // logBuffer collects log output for assertions.
 type logBuffer struct{ bytes.Buffer }
 

@@ -1,0 +1,137 @@
+package recorder_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkWriterRedisCost measures what recording costs Redis when many runs each stream
+// slowly (the soak profile: thousands of streams at one event per second, so a batch holds
+// one event of each of a few runs): the Writer writes rounds of `runs` events, one of each of
+// `runs` runs (36-character ids, 200-byte frames), each round one batch. It reports, per event,
+// the commands Redis executed (INFO commandstats, the commands scripts run included), the
+// network bytes Redis received and sent, the Writer's round trips, and the client's
+// allocations (b.N is the number of events). runs=1 is the quiet soak's batch, runs=16 a busier
+// one. "lease" is one lease renewal per run every 2 events, the proxy's renewals at the
+// default 2 s interval and one event per second.
+func BenchmarkWriterRedisCost(b *testing.B) {
+	for _, runs := range []int{1, 16, 256} {
+		for _, lease := range []bool{false, true} {
+			name := fmt.Sprintf("runs=%d", runs)
+			if lease {
+				name += "/lease"
+			}
+			b.Run(name, func(b *testing.B) { benchWriterRedisCost(b, runs, lease) })
+		}
+	}
+}
+
+func benchWriterRedisCost(b *testing.B, runs int, lease bool) {
+	srv := redistest.Start(b)
+	c := srv.Client(b)
+	s := newRedisStore(b, recorder.RedisConfig{URL: srv.URL(), Prefix: "agui"})
+	w := recorder.NewWriter(recorder.WriterConfig{Store: s})
+	defer w.Shutdown(context.Background())
+	ctx := context.Background()
+	rs := make([]recorder.Run, runs)
+	for i := range rs {
+		rs[i] = recorder.Run{
+			ThreadID: fmt.Sprintf("%08x-7d1e-4b5a-9c3f-%012x", i, i), RunID: fmt.Sprintf("%08x-2f6a-4e1b-8d0c-%012x", i, i),
+			Epoch: recorder.NewEpoch(), Owner: "alice", Route: "/agent", Node: "node-1",
+			LeaseUntil: time.Now().Add(time.Minute),
+		}
+		if _, err := s.CreateRun(ctx, rs[i], recorder.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	frames := make([][]byte, runs)
+	for i := range frames {
+		frames[i] = frame200(rs[i], 1)
+	}
+	before := redisCounters(b, c)
+	st0 := w.Stats()
+	b.ReportAllocs()
+	b.ResetTimer()
+	events, seq := 0, int64(0)
+	for events < b.N {
+		seq++
+		for i, r := range rs {
+			if err := w.Append(r, recorder.Event{Seq: seq, Type: "TEXT_MESSAGE_CONTENT", Frame: frames[i]}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if lease && seq%2 == 0 {
+			for _, r := range rs {
+				if _, err := s.RenewLease(ctx, r.ThreadID, r.RunID, "node-1", time.Now().Add(time.Minute)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		events += runs
+	}
+	b.StopTimer()
+	after := redisCounters(b, c)
+	st := w.Stats()
+	n := float64(events)
+	b.ReportMetric(float64(after.calls-before.calls)/n, "cmds/event")
+	b.ReportMetric(float64(after.netIn+after.netOut-before.netIn-before.netOut)/n, "netB/event")
+	b.ReportMetric(float64(after.cpuUs-before.cpuUs)/n, "redis-µs/event")
+	b.ReportMetric(float64(st.RoundTrips-st0.RoundTrips)/n, "roundtrips/event")
+	b.ReportMetric(float64(after.evals-before.evals)/n, "scripts/event")
+}
+
+type redisCount struct{ calls, evals, netIn, netOut, cpuUs int64 }
+
+// redisCounters sums INFO commandstats' calls (minus the INFO calls themselves) and reads the
+// server's network byte counters and CPU time.
+func redisCounters(b *testing.B, c *redis.Client) redisCount {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats", "stats", "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rc redisCount
+	var cpu float64
+	for line := range strings.Lines(info) {
+		line = strings.TrimSpace(line)
+		if cmd, rest, ok := strings.Cut(line, ":calls="); ok && strings.HasPrefix(cmd, "cmdstat_") {
+			v, _, _ := strings.Cut(rest, ",")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch cmd {
+			case "cmdstat_info":
+			case "cmdstat_evalsha", "cmdstat_eval":
+				rc.evals += n
+				rc.calls += n
+			default:
+				rc.calls += n
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "total_net_input_bytes":
+			rc.netIn, _ = strconv.ParseInt(v, 10, 64)
+		case "total_net_output_bytes":
+			rc.netOut, _ = strconv.ParseInt(v, 10, 64)
+		case "used_cpu_sys", "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		}
+	}
+	rc.cpuUs = int64(cpu * 1e6)
+	return rc
+}

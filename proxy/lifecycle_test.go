@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -123,4 +124,73 @@ func TestUpstreamIdleWatchdog(t *testing.T) {
 		}
 		runtest.WaitRunEnded(t, h.Store(), "t", "r")
 	}
+}
+
+// TestCheckpointBeforeTerminal: a run's checkpoint is stored before its terminal event reaches
+// the client, so the client's next run start finds it (one small read) instead of computing
+// the branch. The agent keeps its stream open after RUN_FINISHED: the pump has not ended the
+// run when the client's stream ends, so only a checkpoint written before the terminal event
+// can be there. The next run, sending the whole conversation, gets RUN_STARTED.input with
+// only its new message.
+func TestCheckpointBeforeTerminal(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	agent := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, err := agui.DecodeRunInput(mustRead(t, r.Body))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		reply := "a-" + in.RunID
+		for _, ev := range []string{
+			`{"type":"RUN_STARTED","threadId":"` + in.ThreadID + `","runId":"` + in.RunID + `"}`,
+			`{"type":"TEXT_MESSAGE_START","messageId":"` + reply + `","role":"assistant"}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"` + reply + `","delta":"hi"}`,
+			`{"type":"TEXT_MESSAGE_END","messageId":"` + reply + `"}`,
+			`{"type":"RUN_FINISHED","threadId":"` + in.ThreadID + `","runId":"` + in.RunID + `"}`,
+		} {
+			io.WriteString(w, "data: "+ev+"\n\n")
+		}
+		w.(http.Flusher).Flush()
+		if in.RunID == "r1" {
+			select { // the stream stays open after RUN_FINISHED
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	h, px := startProxy(t, agent.URL, Config{})
+	res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r1","messages":[{"id":"u1","role":"user","content":"hello"}]}`, nil)
+	frames, err := readFrames(t, res.Body)
+	res.Body.Close()
+	if err != nil || len(frames) == 0 || dataFrames(frames)[len(dataFrames(frames))-1].eventType() != agui.RunFinished {
+		t.Fatalf("run r1: %d frames, %v", len(frames), err)
+	}
+	if _, err := h.Store().Checkpoint(t.Context(), "t", "r1"); err != nil {
+		t.Fatalf("checkpoint of r1 when the client read RUN_FINISHED: %v", err)
+	}
+	res = runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"hello"},{"id":"a-r1","role":"assistant","content":"hi"},{"id":"u2","role":"user","content":"again"}]}`, nil)
+	frames, err = readFrames(t, res.Body)
+	res.Body.Close()
+	if err != nil || len(frames) == 0 {
+		t.Fatalf("run r2: %v", err)
+	}
+	var started struct {
+		Input struct {
+			Messages []struct{ ID string } `json:"messages"`
+		} `json:"input"`
+	}
+	if err := json.Unmarshal(dataFrames(frames)[0].data, &started); err != nil || len(started.Input.Messages) != 1 || started.Input.Messages[0].ID != "u2" {
+		t.Fatalf("r2 RUN_STARTED = %s (%v), want input.messages holding only u2", dataFrames(frames)[0].data, err)
+	}
+}
+
+func mustRead(t testing.TB, r io.Reader) []byte {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Error(err)
+	}
+	return b
 }

@@ -79,6 +79,8 @@ type run struct {
 	detail  string
 	settled int64
 	final   bool // the run is being ended: record without waiting for the store
+	// checkpointed: the run's checkpoint was stored by settle, through r.settled.
+	checkpointed bool
 	// markFrame records upstream activity for the idle watchdog (nil when it is disabled).
 	markFrame func()
 	idBuf     []byte
@@ -281,7 +283,9 @@ func (r *run) end(readErr error) {
 	}
 	h.metrics.runEnded(outcome)
 	r.hub.End()
-	h.checkpoint(r.meta)
+	if !r.checkpointed || r.settled != r.seq {
+		h.checkpoint(r.meta)
+	}
 	h.log.LogAttrs(context.Background(), slog.LevelInfo, "run ended",
 		slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 		slog.String("status", string(status)), slog.Int64("events", r.seq))
@@ -344,7 +348,9 @@ func (r *run) settle() {
 	if err := r.h.writer.FinishSync(ctx, r.meta, r.status, r.detail, r.seq); err != nil {
 		r.h.log.LogAttrs(ctx, slog.LevelWarn, "the store did not record the run's end before its terminal event was sent",
 			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Any("err", err))
+		return
 	}
+	r.checkpointed = r.h.checkpointNow(ctx, r.meta)
 }
 
 // cursor formats the id of the event r.seq without allocating: the returned string aliases a

@@ -31,6 +31,10 @@ type threadBench struct {
 	base   string
 	cancel context.CancelFunc
 	done   chan error
+	// lastTotal is the time from the last run's POST to its stream's end.
+	lastTotal time.Duration
+	// firstByte, when set, is called as a run's first byte arrives.
+	firstByte func()
 }
 
 func startThreadBench(b *testing.B, env map[string]string) *threadBench {
@@ -79,7 +83,11 @@ func (tb *threadBench) run(thread, runID string, messages []json.RawMessage) (ti
 		tb.b.Fatalf("run %s: %v", runID, err)
 	}
 	ttfb := time.Since(start)
+	if tb.firstByte != nil {
+		tb.firstByte()
+	}
 	rest, err := io.ReadAll(br)
+	tb.lastTotal = time.Since(start)
 	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(string(rest), "RUN_FINISHED") {
 		tb.b.Fatalf("run %s = %d, %v: %.300s", runID, res.StatusCode, err, rest)
 	}
@@ -346,7 +354,9 @@ var benchPause = func() time.Duration { d, _ := time.ParseDuration(os.Getenv("AG
 //     long thread's run and of a new thread's run with the same body, and the Redis bytes
 //     each read until its first byte;
 //   - spaced (30 ms after the previous run's end, like a user between turns): the same;
-//   - the prelude's first byte.
+//   - the prelude's first byte;
+//   - each run's time from POST to its stream's end (the terminal event waits for the run's
+//     checkpoint).
 //
 // Redis bytes read are INFO stats total_net_output_bytes deltas from the POST to the first
 // byte, less an INFO's own reply: they include the run's creation and every read of the run
@@ -403,11 +413,14 @@ func benchRunStart(b *testing.B, runs int) {
 	// Redis bytes read until then.
 	measure := func(start func() (time.Duration, []byte), settle time.Duration) (time.Duration, int64, []byte) {
 		time.Sleep(settle)
+		var read int64
+		tb.firstByte = func() { read = outBytes() }
+		defer func() { tb.firstByte = nil }()
 		before := outBytes()
 		ttfb, stream := start()
-		return ttfb, outBytes() - before - infoCost, stream
+		return ttfb, read - before - infoCost, stream
 	}
-	var ttfbLong, ttfbNew, bytesLong, bytesNew [2][]time.Duration // [0] back-to-back, [1] spaced
+	var ttfbLong, ttfbNew, bytesLong, bytesNew, totalLong, totalNew [2][]time.Duration // [0] back-to-back, [1] spaced
 	fresh := 0
 	for mode, settle := range []time.Duration{0, 30 * time.Millisecond} {
 		for range 20 {
@@ -419,12 +432,14 @@ func benchRunStart(b *testing.B, runs int) {
 			body := conv.messages
 			conv.add(b, stream)
 			ttfbLong[mode] = append(ttfbLong[mode], ttfb)
+			totalLong[mode] = append(totalLong[mode], tb.lastTotal)
 			bytesLong[mode] = append(bytesLong[mode], time.Duration(read))
 			fresh++
 			ttfb, read, _ = measure(func() (time.Duration, []byte) {
 				return tb.run(fmt.Sprintf("fresh%d", fresh), "r1", append(slices.Clip(body), json.RawMessage(fmt.Sprintf(`{"id":"u%d","role":"user","content":"chat"}`, n))))
 			}, settle)
 			ttfbNew[mode] = append(ttfbNew[mode], ttfb)
+			totalNew[mode] = append(totalNew[mode], tb.lastTotal)
 			bytesNew[mode] = append(bytesNew[mode], time.Duration(read))
 		}
 	}
@@ -433,6 +448,8 @@ func benchRunStart(b *testing.B, runs int) {
 		b.ReportMetric(float64(median(ttfbNew[mode]).Microseconds())/1000, "ms-ttfb-"+name+"-new-thread")
 		b.ReportMetric(float64(median(bytesLong[mode])), "redis-B-read-"+name)
 		b.ReportMetric(float64(median(bytesNew[mode])), "redis-B-read-"+name+"-new-thread")
+		b.ReportMetric(float64(median(totalLong[mode]).Microseconds())/1000, "ms-run-total-"+name)
+		b.ReportMetric(float64(median(totalNew[mode]).Microseconds())/1000, "ms-run-total-"+name+"-new-thread")
 	}
 	var preludes []time.Duration
 	for range 10 {

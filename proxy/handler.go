@@ -148,38 +148,54 @@ func (h *Handler) Store() recorder.Store { return h.store }
 // ServeHTTP proxies r. A run (see isRunRequest) is validated, registered, forwarded with a
 // context that does not end when the client leaves, and streamed back event by event; every
 // other request goes through httputil.ReverseProxy untouched.
+//
+// The streams (a run's, an attacher's) are written from this small frame, after serve
+// returned: a goroutine keeps for a stream's whole life the stack it uses while it waits,
+// and serve's and serveRun's frames (kilobytes of locals) would make it 16 KiB instead of 8.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch rn, ar := h.serve(w, r); {
+	case rn != nil:
+		h.stream(w, rn)
+	case ar != nil:
+		h.attach.ServeHTTP(w, ar)
+	}
+}
+
+// serve answers r, or returns the run to stream (its upstream answered with an event stream),
+// or the attach request to hand to the attach handler (an event stream or the bulk export).
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Request) {
 	owner, err := h.threads.Identify(r) // once per request: attach and rewrite read it back
 	if err != nil {
 		h.fail(w, r, err)
-		return
+		return nil, nil
 	}
 	if h.cfg.IdentityHeader != "" && owner == "" && !h.cfg.AnonymousPassthrough {
 		// Multi-tenant: no request reaches the agent (or the history) without an identity.
 		h.fail(w, r, problem.ErrIdentityRequired)
-		return
+		return nil, nil
 	}
 	r = r.WithContext(thread.WithOwner(r.Context(), owner, nil))
 	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
 		if h.ui != nil && inspector.Match(h.cfg.AttachPrefix, r.URL.Path) {
 			h.serveInspector(w, r, owner)
-			return
+			return nil, nil
 		}
-		if !strings.HasSuffix(r.URL.Path, "/events") && r.URL.Path != h.cfg.AttachPrefix+"export" {
-			// History, runs, export, import and stop answer once the store did: bound the
-			// wait (503 StoreUnavailable after StoreTimeout). Event streams and the bulk export
-			// bound their store reads before the first byte, and each read of the export,
-			// themselves (attach.Config.StoreTimeout), not the stream.
-			ctx, cancel := context.WithTimeoutCause(r.Context(), h.cfg.StoreTimeout, problem.ErrStoreTimeout)
-			defer cancel()
-			r = r.WithContext(ctx)
+		if strings.HasSuffix(r.URL.Path, "/events") || r.URL.Path == h.cfg.AttachPrefix+"export" {
+			// Event streams and the bulk export bound their store reads before the first
+			// byte, and each read of the export, themselves (attach.Config.StoreTimeout), not
+			// the stream. They are written from ServeHTTP's frame.
+			return nil, r
 		}
-		h.attach.ServeHTTP(w, r)
-		return
+		// History, runs, import and stop answer once the store did: bound the wait (503
+		// StoreUnavailable after StoreTimeout).
+		ctx, cancel := context.WithTimeoutCause(r.Context(), h.cfg.StoreTimeout, problem.ErrStoreTimeout)
+		defer cancel()
+		h.attach.ServeHTTP(w, r.WithContext(ctx))
+		return nil, nil
 	}
 	if !isRunCandidate(r) {
 		h.rp.ServeHTTP(w, r)
-		return
+		return nil, nil
 	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout))
@@ -197,33 +213,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Connection", "close")
 			err = fmt.Errorf("%w: %v", problem.ErrBodyTimeout, h.cfg.BodyReadTimeout)
 			problem.Respond(w, r.WithContext(context.WithoutCancel(r.Context())), h.log, err)
-			return
+			return nil, nil
 		default:
 			err = fmt.Errorf("%w: reading the body: %v", agui.ErrInvalidRunInput, err)
 		}
 		h.fail(w, r, err)
-		return
+		return nil, nil
 	}
 	if !acceptsEventStream(r) && !agui.LooksLikeRunInput(body) {
 		// A JSON POST that is not a run: forward the buffered copy untouched.
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		h.rp.ServeHTTP(w, r)
-		return
+		return nil, nil
 	}
 	in, err := agui.DecodeRunInput(body)
 	if err != nil {
 		h.fail(w, r, err)
-		return
+		return nil, nil
 	}
 	if err := h.threads.Caller(owner); err != nil {
 		h.fail(w, r, err)
-		return
+		return nil, nil
 	}
 	if h.draining.Load() {
 		h.fail(w, r, problem.ErrShuttingDown)
-		return
+		return nil, nil
 	}
-	h.serveRun(w, r, in, owner)
+	return h.serveRun(w, r, in, owner), nil
 }
 
 // isRunCandidate reports whether r may start a run: a POST that asks for an event stream (the
@@ -263,10 +279,12 @@ func runFrom(ctx context.Context) *run {
 	return rn
 }
 
-// serveRun registers the run, forwards it and streams it back. Before the agent is called it
-// costs two store round trips: the run's creation (every rule checked atomically there, see
-// thread.Service.StartRun) and the message ids of the branch it continues.
-func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunInput, owner string) {
+// serveRun registers the run and forwards it; it returns the run when the upstream answered
+// with an event stream (ServeHTTP streams it back), else nil once the answer was written.
+// Before the agent is called it costs two store round trips: the run's creation (every rule
+// checked atomically there, see thread.Service.StartRun) and the message ids of the branch it
+// continues.
+func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunInput, owner string) *run {
 	ctx := r.Context()
 	// The run's creation is bounded by StoreTimeout like every other store wait: a store that
 	// does not answer gets the client a 503 StoreUnavailable problem at once. A creation still
@@ -289,10 +307,10 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 			// A client re-sending a run it already started, with the last event it saw: resume
 			// it (the agent is not called again).
 			h.attach.ServeResume(w, r, in.ThreadID, in.RunID, lastID)
-			return
+			return nil
 		}
 		h.fail(w, r, err)
-		return
+		return nil
 	}
 	parent := meta.ParentRunID
 	sctx, scancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
@@ -308,7 +326,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	if err != nil {
 		h.release(ctx, meta)
 		h.fail(w, r, err)
-		return
+		return nil
 	}
 
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -328,24 +346,27 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	h.runRP.ServeHTTP(w, r)
 
 	if rn.pumping.Load() {
-		// ReverseProxy wrote the headers and an empty body and is done with w: the stream is
-		// written from the subscription straight to the client.
-		err := http.NewResponseController(w).Flush() // the headers, at once
-		if err == nil {
-			err = rn.sub.WriteTo(w, nil)
-		}
-		rn.sub.Close()
-		if err != nil && !errors.Is(err, io.EOF) {
-			// Like ReverseProxy on a copy error: abort, so the client sees a broken stream
-			// (and resumes from its last event id), not a clean end.
-			panic(http.ErrAbortHandler)
-		}
-		return
+		return rn // ReverseProxy wrote the headers and an empty body and is done with w
 	}
 	// The upstream failed or did not answer with an event stream: the run id was not used.
 	rn.cancel(errRunAbandoned)
 	h.runs.remove(rn)
 	h.release(ctx, meta)
+	return nil
+}
+
+// stream writes the run's events from its subscription straight to the client.
+func (h *Handler) stream(w http.ResponseWriter, rn *run) {
+	err := http.NewResponseController(w).Flush() // the headers, at once
+	if err == nil {
+		err = rn.sub.WriteTo(w, nil)
+	}
+	rn.sub.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		// Like ReverseProxy on a copy error: abort, so the client sees a broken stream
+		// (and resumes from its last event id), not a clean end.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // release deletes a registered run that was never started, so its id can be used again.

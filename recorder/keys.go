@@ -54,11 +54,11 @@ func threadBase(prefix, threadID string) string {
 // the thread key, and since the kind follows the closing brace and the run id is last,
 // two distinct (thread, kind, run) triples can never produce the same key.
 func key(prefix, threadID, kind, runID string) string {
-	b := threadBase(prefix, threadID) + kind
-	if runID != "" {
-		b += ":" + runID
+	// One concatenation, one allocation: threadBase(prefix, threadID) + kind [+ ":" + runID].
+	if runID == "" {
+		return prefix + ":{" + threadID + "}:" + kind
 	}
-	return b
+	return prefix + ":{" + threadID + "}:" + kind + ":" + runID
 }
 
 // runKeys are the keys of one run and of its thread.

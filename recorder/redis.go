@@ -459,8 +459,7 @@ func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
 		if err := validateRun(b.Run); err != nil {
 			return err
 		}
-		k, _ := keysFor(s.prefix, b.Run.ThreadID, b.Run.RunID)
-		keys = append(keys, k.run)
+		keys = append(keys, key(s.prefix, b.Run.ThreadID, kindRun, b.Run.RunID)) // ids checked just above
 	}
 	if len(batches) == 0 {
 		return nil

@@ -13,11 +13,13 @@
 -- Ends with a sharded publish of "end" on the channel named like KEYS[4] (the live tail on
 -- Redis Cluster listens there; pcall: a server without SPUBLISH, Redis 6, just has no tail
 -- notification).
-if redis.call('EXISTS', KEYS[3]) == 0 then
+-- One HMGET reads the run hash (every run hash has an epoch: none means no hash).
+local meta = redis.call('HMGET', KEYS[3], 'epoch', 'last', 'gaps')
+if not meta[1] then
   return redis.error_reply('NORUN run not found')
 end
-local last = tonumber(redis.call('HGET', KEYS[3], 'last') or '0')
-local gaps = redis.call('HGET', KEYS[3], 'gaps') or ''
+local last = tonumber(meta[2] or '0')
+local gaps = meta[3] or ''
 local added = 0
 local function addgap(from, to)
   local r = string.format('%d-%d', from, to)

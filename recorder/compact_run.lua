@@ -8,7 +8,8 @@
 -- ARGV[4] the new events, packed (recorder/packed.go)   ARGV[5] their count
 --
 -- The stream is deleted and the packed events stored in one string with the run's TTL (one
--- value holds less than a stream, whose node Redis allocates at 4 KB, and it is compressed).
+-- value holds less than a stream, whose node Redis allocates at 4 KB, and it is compressed;
+-- no string when there is no event).
 --
 -- Errors (first word is the code the Go side maps to a sentinel):
 --   NORUN     the run hash is missing
@@ -25,12 +26,20 @@ if meta[2] == 'running' then
   return redis.error_reply('CONFLICT run is running')
 end
 local ttl = redis.call('PTTL', KEYS[1])
-redis.call('DEL', KEYS[2])
-if ttl > 0 then
+local n = tonumber(ARGV[5])
+redis.call('DEL', KEYS[2], KEYS[3])
+if n > 0 and ttl > 0 then
   redis.call('SET', KEYS[3], ARGV[4], 'PX', ttl)
-else
+elseif n > 0 then
   redis.call('SET', KEYS[3], ARGV[4])
 end
-local n = tonumber(ARGV[5])
-redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'last', n, 'gaps', '', 'compacted', ARGV[3])
+redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'last', n, 'compacted', ARGV[3])
+-- What an ended run no longer needs (its lease and node: read only while it runs) and empty
+-- fields (read as empty when missing) leave the run hash.
+redis.call('HDEL', KEYS[1], 'gaps', 'node', 'lease')
+for _, f in ipairs({'detail', 'owner', 'parent'}) do
+  if redis.call('HGET', KEYS[1], f) == '' then
+    redis.call('HDEL', KEYS[1], f)
+  end
+end
 return n

@@ -38,16 +38,19 @@ import (
 // that without reading the branch (KnownMessageIDs). Records are encoded in a length-prefixed
 // binary form (checkpoint_codec.go) that is read without parsing JSON; version 1 records are
 // JSON. Version 3 is a version 2 record with all but its header compressed (DEFLATE, with a
-// CRC-32C): compaction at rest packs a segment once its last run is at rest (packSegment).
+// CRC-32C): compaction at rest packs a segment once its runs are at rest and the thread went
+// on in a newer one, or the whole thread is at rest (packSegments).
 const (
 	legacyCheckpointVersion = 1
 	checkpointVersion       = 2
 	// segmentGrowth is a segment's delta budget in bytes of its base: more stores fewer
 	// bases (bytes at rest), less reads a shorter segment for a branch.
 	segmentGrowth = 2
-	// segmentMinBytes is the delta budget of a segment whose base is smaller.
-	segmentMinBytes = 64 << 10
 )
+
+// segmentMinBytes is the delta budget of a segment whose base is smaller (a variable for
+// the tests only).
+var segmentMinBytes = 64 << 10
 
 // errCorruptCheckpoint marks a checkpoint that cannot be served: unparseable, inconsistent or
 // failing its checksum.
@@ -403,7 +406,7 @@ func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, e
 		d := diff(parent.flat, b.flat)
 		d.Run, d.Parent = runID, parentRun
 		seg := *parent.seg
-		seg.Packed = false // stored as it is written most: a sweep packs it again (packSegment)
+		seg.Packed = false // a segment runs extend is stored unpacked (packSegments)
 		seg.Deltas = slices.DeleteFunc(slices.Clone(seg.Deltas), func(x branchDelta) bool { return x.Run == runID })
 		if seg.deltaBytes()+d.bytes() <= max(segmentGrowth*seg.Base.bytes(), segmentMinBytes) {
 			seg.Deltas = append(seg.Deltas, d)

@@ -37,16 +37,35 @@ func BenchmarkMessageIDs(b *testing.B) {
 }
 
 // BenchmarkBranch: the branch of the last run of a 1,000-run chat thread read from its
-// checkpoint (a pointer, its segment, the deltas spliced, the checksum checked).
+// checkpoint (a pointer, its segment, the deltas spliced, the checksum checked), with the
+// segments as written and packed (as compaction at rest leaves them).
 func BenchmarkBranch(b *testing.B) {
 	s := newService(b, thread.Config{})
 	for i := 1; i <= 1000; i++ {
 		recordChatRun(b, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
 	}
-	b.ReportMetric(float64(checkpointBytes(b, s.Store(), "t")), "checkpoint-bytes")
-	for b.Loop() {
-		if _, err := s.Branch(b.Context(), "t", "r1000"); err != nil {
-			b.Fatal(err)
-		}
+	for _, packed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("packed=%v", packed), func(b *testing.B) {
+			if packed {
+				// Every segment packed, as compaction at rest leaves them.
+				for i := 1; i <= 1000; i++ {
+					data, err := s.Store().Checkpoint(b.Context(), "t", fmt.Sprintf("r%d", i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if p := thread.PackRecord(data, false); len(p) < len(data) {
+						if err := s.Store().PutCheckpoint(b.Context(), "t", fmt.Sprintf("r%d", i), p); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			b.ReportMetric(float64(checkpointBytes(b, s.Store(), "t")), "checkpoint-bytes")
+			for b.Loop() {
+				if _, err := s.Branch(b.Context(), "t", "r1000"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

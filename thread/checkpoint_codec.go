@@ -21,7 +21,7 @@ import (
 // record (records are never modified), so a segment costs no JSON parse to read.
 //
 // A packed record (version 3, packedRecordMagic; a segment of runs compacted at rest, see
-// packSegment) has the same header, then the rest compressed: its length (uvarint), the
+// packSegments) has the same header, then the rest compressed: its length (uvarint), the
 // CRC-32C of its bytes (4 bytes, big endian) and the bytes in raw DEFLATE. Reading it inflates
 // the rest (its header alone is read without), checks the length and the CRC, then walks it
 // as above: damage is detected before the branch's own checksum is.

@@ -424,3 +424,31 @@ func TestBranchShared(t *testing.T) {
 	}
 	sameBranch(t, s, "t", "r6")
 }
+
+// TestCheckpointPackedSegmentExtended: a run whose parent's branch is in a packed segment
+// (version 3) extends it: the segment is read packed, stored unpacked with the new delta, and
+// every branch reads exactly.
+func TestCheckpointPackedSegmentExtended(t *testing.T) {
+	s := newService(t, thread.Config{})
+	ctx := t.Context()
+	for i := 1; i <= 3; i++ {
+		recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
+	}
+	store := s.Store()
+	seg, err := store.Checkpoint(ctx, "t", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutCheckpoint(ctx, "t", "r1", thread.PackRecord(seg, false)); err != nil {
+		t.Fatal(err)
+	}
+	sameBranch(t, newService(t, thread.Config{Store: store}), "t", "r3")
+	recordChatRun(t, s, "t", "r4", "m4")
+	data, err := store.Checkpoint(ctx, "t", "r1")
+	if err != nil || !bytes.HasPrefix(data, []byte("AGCP\x02")) || !bytes.Contains(data, []byte("r4")) {
+		t.Fatalf("r1's segment after r4 = %.20q, %v, want unpacked with r4's delta", data, err)
+	}
+	for i := 1; i <= 4; i++ {
+		sameBranch(t, newService(t, thread.Config{Store: store}), "t", fmt.Sprintf("r%d", i))
+	}
+}

@@ -35,8 +35,9 @@
 // Compaction at rest (rest.go): Service.CompactRun replaces an ended run's raw events by their
 // merged form (compact.Concat) once it is checked to replay the same (the stores keep a
 // compacted run's events in one compressed value), and RestSweeper runs it over every thread
-// of a store for runs older than an age (AGUI_COMPACT_AFTER); once the last run of a
-// checkpoint segment is at rest, the segment is stored compressed too (record version 3).
+// of a store for runs older than an age (AGUI_COMPACT_AFTER); a checkpoint segment whose runs
+// are at rest is stored compressed too (record version 3) once the thread went on in a newer
+// one or the whole thread is at rest.
 //
 // # Starting and ending runs
 //

@@ -1,6 +1,9 @@
 package thread
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"testing"
+)
 
 // CorruptRecord returns an encoded version 2 checkpoint record changed as how says, for the
 // tests of package thread_test: "keep-more" (the first delta keeps more than its parent has),
@@ -38,4 +41,21 @@ func PackRecord(data []byte, badCRC bool) []byte {
 		p[header+n] ^= 1
 	}
 	return p
+}
+
+// SetSegmentMinBytes sets the delta budget of small segments for the test (not parallel).
+func SetSegmentMinBytes(t testing.TB, n int) {
+	old := segmentMinBytes
+	segmentMinBytes = n
+	t.Cleanup(func() { segmentMinBytes = old })
+}
+
+// RecordSegment returns the segment an encoded version 2 or 3 record names ("" for a segment
+// record itself).
+func RecordSegment(data []byte) string {
+	rec, err := decodeRecord(data, true)
+	if err != nil {
+		panic(err)
+	}
+	return rec.Seg
 }

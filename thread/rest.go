@@ -116,49 +116,65 @@ func (s *Service) CompactRun(ctx context.Context, threadID, runID string) (RestR
 	return RestCompacted, nil
 }
 
-// packSegment stores the checkpoint segment holding runID's branch packed (compressed,
-// checkpoint record version 3) when runID is the last run the segment took: every run of the
-// segment is then at rest too (a later run would be after it), so the segment is read often
-// at most and written again only if the thread goes on (storeCheckpoint then stores it
-// unpacked, and the sweep that reaches that later run packs it again). The segment is stored
-// only if its bytes did not change since it was read (a run of the thread that ended
-// meanwhile and took a delta in it); a segment changed in the instant between that check and
-// the write loses the delta, which the pointer's checksum detects: that branch is rebuilt from
-// the events, never served wrong. It reports whether it stored the segment.
-func (s *Service) packSegment(ctx context.Context, threadID, runID string) (bool, error) {
+// packSegments stores packed (compressed, checkpoint record version 3) the checkpoint
+// segments a run at rest closes: when runID's checkpoint is the base of a new segment, the
+// segment holding its parent's branch (the thread went on in runID's, so that one took its
+// last run, all at rest as runID is); when runID is the thread's latest run (latest), its own
+// segment (the whole thread is at rest). The segment a thread's latest runs extend stays as
+// written while the thread is active: run ends write it and preludes read it without
+// inflating; a run that extends a packed segment later stores it unpacked again
+// (storeCheckpoint), and the sweep that reaches that run packs it again.
+func (s *Service) packSegments(ctx context.Context, threadID, runID, parentRunID string, latest bool) error {
 	rec, err := s.readRecord(ctx, threadID, runID, true)
 	if err != nil || rec.V != checkpointVersion {
-		return false, ignoreNotFound(err)
+		return ignoreNotFound(err) // no checkpoint (yet), or a version 1 one
+	}
+	if rec.Seg == "" && parentRunID != "" {
+		prec, err := s.readRecord(ctx, threadID, parentRunID, true)
+		if err != nil || prec.V != checkpointVersion {
+			return ignoreNotFound(err)
+		}
+		segRun := parentRunID
+		if prec.Seg != "" {
+			segRun = prec.Seg
+		}
+		if err := s.packSegment(ctx, threadID, segRun); err != nil {
+			return err
+		}
+	}
+	if !latest {
+		return nil
 	}
 	segRun := runID
 	if rec.Seg != "" {
 		segRun = rec.Seg
 	}
+	return s.packSegment(ctx, threadID, segRun)
+}
+
+// packSegment stores segRun's segment packed, only if its bytes did not change since they were
+// read; one changed in the instant between that check and the write (a run of the thread
+// that ended meanwhile) loses a delta, which that run's pointer's checksum detects: its branch
+// is rebuilt from the events, never served wrong.
+func (s *Service) packSegment(ctx context.Context, threadID, segRun string) error {
 	raw, err := s.store.Checkpoint(ctx, threadID, segRun)
 	if err != nil {
-		return false, ignoreNotFound(err)
+		return ignoreNotFound(err)
 	}
 	seg, err := decodeRecord(raw, false)
 	if err != nil || seg.Packed || seg.Base == nil {
-		return false, nil // damaged (rebuilt when read), packed already, or not a segment
-	}
-	last := segRun
-	if n := len(seg.Deltas); n > 0 {
-		last = seg.Deltas[n-1].Run
-	}
-	if last != runID {
-		return false, nil // a later run extends the segment: packed when that run is
+		return nil // damaged (rebuilt when read), packed already, or not a segment
 	}
 	seg.Packed = true
 	packed := encodeRecord(seg)
 	if now, err := s.store.Checkpoint(ctx, threadID, segRun); err != nil || !bytes.Equal(now, raw) {
-		return false, ignoreNotFound(err)
+		return ignoreNotFound(err)
 	}
 	if err := s.store.PutCheckpoint(ctx, threadID, segRun, packed); err != nil {
-		return false, err
+		return err
 	}
 	s.log.Debug("packed a checkpoint segment at rest", "thread_id", threadID, "run_id", segRun, "bytes", len(raw), "packed_bytes", len(packed))
-	return true, nil
+	return nil
 }
 
 func ignoreNotFound(err error) error {
@@ -195,6 +211,18 @@ type RestSweeper struct {
 	mu      sync.Mutex
 	kept    map[string]bool // runs (thread, run, epoch) kept raw: not examined again
 	maxKept int
+	// settled holds the threads whose every run was compacted or kept raw at a sweep, as
+	// they were then: a later sweep reads their runs again only when that changed.
+	settled map[string]threadMark
+}
+
+// threadMark is what a sweep compares to know a settled thread did not change: a new run
+// changes its latest run and count, a deleted run its count, a thread deleted and created
+// again its creation time.
+type threadMark struct {
+	created int64 // Unix ms
+	latest  string
+	count   int
 }
 
 // NewRestSweeper returns a sweeper of s's store (which must implement recorder.ThreadScanner
@@ -212,7 +240,8 @@ func NewRestSweeper(s *Service, after, every time.Duration, onRun func(RestResul
 	if every <= 0 {
 		every = min(max(after/4, time.Second), time.Hour)
 	}
-	return &RestSweeper{s: s, scan: scan, after: after, every: every, onRun: onRun, kept: map[string]bool{}, maxKept: 1 << 16}, nil
+	return &RestSweeper{s: s, scan: scan, after: after, every: every, onRun: onRun, kept: map[string]bool{}, maxKept: 1 << 16,
+		settled: map[string]threadMark{}}, nil
 }
 
 // Run sweeps at once, then every interval, until ctx is done.
@@ -231,10 +260,30 @@ func (w *RestSweeper) Run(ctx context.Context) {
 	}
 }
 
-// Sweep compacts every run that ended more than After ago, once.
+// Sweep compacts every run that ended more than After ago, once. A thread whose runs were
+// all settled (compacted or kept raw) at an earlier sweep costs one read of its metadata
+// (recorder.Store.Thread) while it has the same runs; its runs are read again once it has
+// another.
 func (w *RestSweeper) Sweep(ctx context.Context) error {
 	cutoff := time.Now().Add(-w.after)
 	return w.scan.ScanThreads(ctx, func(threadID string) error {
+		th, err := w.s.store.Thread(ctx, threadID)
+		if err != nil {
+			if errors.Is(err, recorder.ErrThreadNotFound) {
+				w.mu.Lock()
+				delete(w.settled, threadID)
+				w.mu.Unlock()
+				return nil // deleted meanwhile
+			}
+			return err
+		}
+		mark := threadMark{created: th.CreatedAt.UnixMilli(), latest: th.LatestRunID, count: th.RunCount}
+		w.mu.Lock()
+		was, ok := w.settled[threadID]
+		w.mu.Unlock()
+		if ok && was == mark {
+			return nil
+		}
 		runs, err := w.s.store.Runs(ctx, threadID)
 		if err != nil {
 			if errors.Is(err, recorder.ErrThreadNotFound) {
@@ -242,8 +291,13 @@ func (w *RestSweeper) Sweep(ctx context.Context) error {
 			}
 			return err
 		}
+		settled := true
 		for _, r := range runs {
-			if r.Status == recorder.StatusRunning || !r.CompactedAt.IsZero() || !r.UpdatedAt.Before(cutoff) {
+			if !r.CompactedAt.IsZero() {
+				continue
+			}
+			if r.Status == recorder.StatusRunning || !r.UpdatedAt.Before(cutoff) {
+				settled = false
 				continue
 			}
 			key := threadID + "\x00" + r.RunID + "\x00" + r.Epoch
@@ -255,9 +309,10 @@ func (w *RestSweeper) Sweep(ctx context.Context) error {
 			}
 			res, err := w.s.CompactRun(ctx, threadID, r.RunID)
 			if err == nil {
-				_, err = w.s.packSegment(ctx, threadID, r.RunID)
+				err = w.s.packSegments(ctx, threadID, r.RunID, r.ParentRunID, r.RunID == th.LatestRunID)
 			}
 			if err != nil {
+				settled = false
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -277,6 +332,16 @@ func (w *RestSweeper) Sweep(ctx context.Context) error {
 				w.onRun(res)
 			}
 		}
+		w.mu.Lock()
+		if !settled {
+			delete(w.settled, threadID)
+		} else {
+			if len(w.settled) >= w.maxKept {
+				clear(w.settled)
+			}
+			w.settled[threadID] = mark
+		}
+		w.mu.Unlock()
 		return nil
 	})
 }

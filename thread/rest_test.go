@@ -180,29 +180,37 @@ func TestCompactAtRestAge(t *testing.T) {
 }
 
 // TestCompactAtRestPacksSegments, on the memory, disk and Redis stores: a sweep stores the
-// thread's checkpoint segment packed (version 3, smaller) once its last run is at rest; every
-// branch reads exactly as before, from the packed segment (no rebuild) and from the events; a
-// run that continues the thread stores the segment unpacked again, and the next sweep packs
-// it again.
+// checkpoint segments of a thread at rest packed (version 3, smaller); every branch reads
+// exactly as before, from the packed segments (no rebuild) and from the events, and after a
+// fork from inside one; a run that extends the latest segment stores it unpacked, and a sweep
+// leaves it so while that run is not at rest.
 func TestCompactAtRestPacksSegments(t *testing.T) {
+	thread.SetSegmentMinBytes(t, 4<<10)
 	for name, store := range restStores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
 			s := newService(t, thread.Config{Store: store})
-			for i := 1; i <= 8; i++ {
-				recordRun(t, s, "t", fmt.Sprintf("r%d", i), "", textRun("t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))...)
-			}
-			segment := func() []byte {
-				data, err := store.Checkpoint(ctx, "t", "r1")
+			checkpoint := func(run string) []byte {
+				data, err := store.Checkpoint(ctx, "t", run)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return data
 			}
-			raw := segment()
-			if !bytes.HasPrefix(raw, []byte("AGCP\x02")) {
-				t.Fatalf("r1's checkpoint is not an unpacked segment: %.20q", raw)
+			// Runs until a second segment starts (a record naming no segment: a base).
+			var second string
+			for i := 1; second == ""; i++ {
+				run := fmt.Sprintf("r%d", i)
+				recordRun(t, s, "t", run, "", textRun("t", run, fmt.Sprintf("m%d", i))...)
+				if i > 1 && thread.RecordSegment(checkpoint(run)) == "" {
+					second = run
+				}
+				if i > 500 {
+					t.Fatal("no second segment after 500 runs")
+				}
 			}
+			recordRun(t, s, "t", "last", "", textRun("t", "last", "mlast")...)
+			raw := map[string][]byte{"r1": checkpoint("r1"), second: checkpoint(second)}
 			sw, err := thread.NewRestSweeper(newService(t, thread.Config{Store: store}), time.Nanosecond, time.Hour, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -210,31 +218,119 @@ func TestCompactAtRestPacksSegments(t *testing.T) {
 			if err := sw.Sweep(ctx); err != nil {
 				t.Fatal(err)
 			}
-			packed := segment()
-			if !bytes.HasPrefix(packed, []byte("AGCP\x03")) || len(packed)*2 > len(raw) {
-				t.Fatalf("after the sweep r1's segment is %d bytes %.20q, want packed, under half its %d bytes", len(packed), packed, len(raw))
+			packed := map[string][]byte{}
+			for run, data := range raw {
+				packed[run] = checkpoint(run)
+				if !bytes.HasPrefix(data, []byte("AGCP\x02")) || !bytes.HasPrefix(packed[run], []byte("AGCP\x03")) || len(packed[run])*2 > len(data) {
+					t.Fatalf("%s's segment: %d bytes %.6q, after the sweep %d bytes %.6q; want packed, under half", run, len(data), data, len(packed[run]), packed[run])
+				}
 			}
 			reader := newService(t, thread.Config{Store: store})
-			for i := 1; i <= 8; i++ {
-				sameBranch(t, reader, "t", fmt.Sprintf("r%d", i))
+			for _, run := range []string{"r1", "r2", "r10", second, "last"} {
+				sameBranch(t, reader, "t", run)
 			}
-			if !bytes.Equal(segment(), packed) {
-				t.Fatal("reading the branches stored the packed segment again (it was rebuilt)")
+			for run, data := range packed {
+				if !bytes.Equal(checkpoint(run), data) {
+					t.Fatalf("reading the branches stored %s's packed segment again (it was rebuilt)", run)
+				}
 			}
-			recordRun(t, s, "t", "r9", "", textRun("t", "r9", "m9")...)
-			if !bytes.HasPrefix(segment(), []byte("AGCP\x02")) {
-				t.Fatal("the segment r9 extends is still packed")
-			}
-			sameBranch(t, s, "t", "r9")
-			if err := sw.Sweep(ctx); err != nil {
+			recordRun(t, s, "t", "fork", "r3", textRun("t", "fork", "mfork")...)
+			recordRun(t, s, "t", "more", "last", textRun("t", "more", "mmore")...)
+			young, err := thread.NewRestSweeper(newService(t, thread.Config{Store: store}), time.Hour, time.Hour, nil)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.HasPrefix(segment(), []byte("AGCP\x03")) {
-				t.Fatal("the next sweep did not pack the segment r9 extends")
+			if err := young.Sweep(ctx); err != nil {
+				t.Fatal(err)
 			}
-			for _, r := range []string{"r1", "r8", "r9"} {
-				sameBranch(t, newService(t, thread.Config{Store: store}), "t", r)
+			if data := checkpoint(second); !bytes.HasPrefix(data, []byte("AGCP\x02")) {
+				t.Errorf("the segment a new run extends is %.6q, want unpacked", data)
+			}
+			for _, run := range []string{"fork", "r3", "last", "more"} {
+				sameBranch(t, newService(t, thread.Config{Store: store}), "t", run)
 			}
 		})
+	}
+}
+
+// runsCounting is a memory store that counts Runs calls.
+type runsCounting struct {
+	*recorder.MemoryStore
+	mu   sync.Mutex
+	runs int
+}
+
+func (c *runsCounting) Runs(ctx context.Context, threadID string) ([]recorder.Run, error) {
+	c.mu.Lock()
+	c.runs++
+	c.mu.Unlock()
+	return c.MemoryStore.Runs(ctx, threadID)
+}
+
+// TestCompactAtRestSettledThreads: a sweep does not read the runs of a thread whose runs were
+// all compacted or kept at an earlier sweep and did not change; a new run (or a run too young
+// at the last sweep) makes the next sweep read them and compact it.
+func TestCompactAtRestSettledThreads(t *testing.T) {
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	t.Cleanup(func() { mem.Close() })
+	store := &runsCounting{MemoryStore: mem}
+	s := newService(t, thread.Config{Store: store})
+	ctx := t.Context()
+	for _, th := range []string{"t", "u"} {
+		recordRun(t, s, th, "r1", "", textRun(th, "r1", "m1")...)
+		recordRun(t, s, th, "r2", "", chatRun(th, "r2", "m2")...) // STATE_DELTA: kept raw
+	}
+	compacted := 0
+	sw, err := thread.NewRestSweeper(s, time.Nanosecond, time.Hour, func(r thread.RestResult) {
+		if r == thread.RestCompacted {
+			compacted++
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweep := func() int {
+		t.Helper()
+		store.mu.Lock()
+		before := store.runs
+		store.mu.Unlock()
+		if err := sw.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.runs - before
+	}
+	if n := sweep(); n != 2 || compacted != 2 {
+		t.Fatalf("first sweep: %d Runs reads, %d runs compacted, want 2 and 2", n, compacted)
+	}
+	if n := sweep(); n != 0 {
+		t.Errorf("second sweep over settled threads: %d Runs reads, want 0", n)
+	}
+	recordRun(t, s, "u", "r3", "", textRun("u", "r3", "m3")...)
+	if n := sweep(); n != 1 || compacted != 3 {
+		t.Errorf("after a new run in u: %d Runs reads, %d runs compacted, want 1 and 3", n, compacted)
+	}
+	if run, err := store.Run(ctx, "u", "r3"); err != nil || run.CompactedAt.IsZero() {
+		t.Errorf("u's new run after the sweep: %+v, %v, want compacted", run, err)
+	}
+	if n := sweep(); n != 0 {
+		t.Errorf("sweep after that: %d Runs reads, want 0", n)
+	}
+	// A run too young at a sweep leaves its thread unsettled.
+	young, err := thread.NewRestSweeper(s, time.Hour, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		store.mu.Lock()
+		before := store.runs
+		store.mu.Unlock()
+		if err := young.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if store.runs-before != 2 {
+			t.Errorf("a sweep with runs too young: %d Runs reads, want 2 (one per thread, every sweep)", store.runs-before)
+		}
 	}
 }

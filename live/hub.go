@@ -3,7 +3,6 @@ package live
 import (
 	"errors"
 	"sync"
-	"time"
 )
 
 // ErrSlowClient ends a subscriber whose queue grew past its limit (Options.QueueBytes). The
@@ -19,13 +18,6 @@ var Heartbeat = []byte(": ping\n\n")
 // memory (see Hub.Subscribe).
 const DefaultBacklogBytes = 16 << 10
 
-// BacklogAge is how long a hub keeps an event in its backlog. The backlog only spares a
-// subscriber a store read for the events the store did not have yet when the subscriber read
-// it (the recorder's lag, milliseconds); older events are in the store, and a subscriber that
-// needs them reads them there (the gap Subscribe reports). So a run streaming at a steady pace
-// keeps an event or two, not DefaultBacklogBytes, for each of its thousands of idle seconds.
-const BacklogAge = 500 * time.Millisecond
-
 // Event is one frame of a run as published.
 type Event struct {
 	// Seq is the event's seq in its run; 0 for a frame that is not an event (a comment the
@@ -39,25 +31,17 @@ type Event struct {
 
 // Hub fans one run's events out to its live subscribers. Publish never blocks; a subscriber
 // that falls behind by more than its queue bound is dropped (ErrSlowClient). It keeps the
-// events of the last BacklogAge, at most DefaultBacklogBytes of them, so that a subscriber
-// joining late misses nothing the store does not have yet. A Hub is safe for concurrent use.
+// latest DefaultBacklogBytes of events so that a subscriber joining late misses nothing the
+// store does not have yet. A Hub is safe for concurrent use.
 type Hub struct {
 	mu           sync.Mutex
 	subs         map[*Subscriber]struct{}
-	last         int64  // seq of the last event published
-	backlog      []kept // the latest events, oldest first, at most backlogLimit bytes
+	last         int64   // seq of the last event published
+	backlog      []Event // the latest events, oldest first, at most backlogLimit bytes
 	backlogBytes int
 	backlogLimit int
-	start        time.Time                     // kept.at is measured from it
-	since        func(time.Time) time.Duration // time.Since; tests replace it
-	over         bool                          // End or Fail was called
-	err          error                         // delivered to subscribers at the end (nil: io.EOF)
-}
-
-// kept is an event in a hub's backlog and when it was published (since Hub.start).
-type kept struct {
-	Event
-	at time.Duration
+	over         bool  // End or Fail was called
+	err          error // delivered to subscribers at the end (nil: io.EOF)
 }
 
 // NewHub returns a hub that keeps backlogBytes of the latest events (0: DefaultBacklogBytes,
@@ -66,7 +50,7 @@ func NewHub(backlogBytes int) *Hub {
 	if backlogBytes == 0 {
 		backlogBytes = DefaultBacklogBytes
 	}
-	return &Hub{backlogLimit: max(backlogBytes, 0), start: time.Now(), since: time.Since}
+	return &Hub{backlogLimit: max(backlogBytes, 0)}
 }
 
 // Publish queues ev for every subscriber and keeps it in the backlog. Events must be
@@ -88,36 +72,21 @@ func (h *Hub) Publish(ev Event) {
 	}
 }
 
-// keep appends ev to the backlog and trims it to its limits. h.mu is held.
+// keep appends ev to the backlog and trims it to its limit. h.mu is held.
 func (h *Hub) keep(ev Event) {
 	if h.backlogLimit == 0 {
 		return
 	}
-	now := h.since(h.start)
-	h.trim(now)
-	h.backlog = append(h.backlog, kept{ev, now})
+	h.backlog = append(h.backlog, ev)
 	h.backlogBytes += len(ev.Frame)
 	drop := 0
 	for h.backlogBytes > h.backlogLimit && drop < len(h.backlog) {
 		h.backlogBytes -= len(h.backlog[drop].Frame)
-		h.backlog[drop] = kept{}
+		h.backlog[drop] = Event{}
 		drop++
 	}
-	h.backlog = h.backlog[drop:]
-}
-
-// trim drops the events published more than BacklogAge before now; an emptied backlog lets go
-// of its array. h.mu is held.
-func (h *Hub) trim(now time.Duration) {
-	drop := 0
-	for drop < len(h.backlog) && now-h.backlog[drop].at > BacklogAge {
-		h.backlogBytes -= len(h.backlog[drop].Frame)
-		h.backlog[drop] = kept{}
-		drop++
-	}
-	h.backlog = h.backlog[drop:]
-	if len(h.backlog) == 0 {
-		h.backlog = nil
+	if drop > 0 {
+		h.backlog = h.backlog[drop:]
 	}
 }
 
@@ -153,9 +122,6 @@ func (h *Hub) Subscribe(after int64, o Options) (s *Subscriber, gapEnd int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	gapEnd = after
-	if h.backlogLimit > 0 {
-		h.trim(h.since(h.start))
-	}
 	if after < h.last {
 		i := 0
 		for i < len(h.backlog) && h.backlog[i].Seq <= after {
@@ -167,9 +133,9 @@ func (h *Hub) Subscribe(after int64, o Options) (s *Subscriber, gapEnd int64) {
 		case h.backlog[i].Seq > after+1:
 			gapEnd = h.backlog[i].Seq - 1
 		}
-		for _, k := range h.backlog[i:] {
-			s.queue = append(s.queue, k.Event)
-			s.queued += len(k.Frame)
+		for _, ev := range h.backlog[i:] {
+			s.queue = append(s.queue, ev)
+			s.queued += len(ev.Frame)
 		}
 	}
 	s.after = max(after, gapEnd)

@@ -103,37 +103,6 @@ func TestHubSeamRandomCuts(t *testing.T) {
 	}
 }
 
-// TestHubBacklogAge: the backlog keeps only the events of the last BacklogAge (older ones are
-// in the store): a run publishing once a second keeps one event, not DefaultBacklogBytes, and a
-// subscriber after an older seq is told to read the older part from the store.
-func TestHubBacklogAge(t *testing.T) {
-	h := NewHub(0)
-	var now time.Duration
-	h.since = func(time.Time) time.Duration { return now }
-	for i := int64(1); i <= 100; i++ {
-		now = time.Duration(i) * time.Second
-		h.Publish(event(i, 200))
-	}
-	if len(h.backlog) != 1 || h.backlogBytes != len(event(100, 200).Frame) {
-		t.Fatalf("after 100 events a second apart the backlog holds %d events (%d bytes), want the last one", len(h.backlog), h.backlogBytes)
-	}
-	now += BacklogAge / 2
-	h.Publish(event(101, 200))
-	now += BacklogAge * 3 / 4 // 100 is older than BacklogAge now, 101 is not
-	sub, gapEnd := h.Subscribe(98, Options{})
-	if gapEnd != 100 {
-		t.Fatalf("Subscribe(98): gap end %d, want 100 (98..100 are older than BacklogAge)", gapEnd)
-	}
-	h.End()
-	rec := httptest.NewRecorder()
-	if err := sub.WriteTo(rec, nil); !errors.Is(err, io.EOF) {
-		t.Fatal(err)
-	}
-	if g := seqs(t, rec.Body.Bytes()); fmt.Sprint(g) != "[101]" {
-		t.Errorf("got %v, want [101]", g)
-	}
-}
-
 // TestHubSubscriberAheadOfHub: a subscriber that read the store further than a follower's hub
 // has published (the hub started behind) gets nothing twice.
 func TestHubSubscriberAheadOfHub(t *testing.T) {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecodeRunInput checks that the strict decoder never panics, only fails with
@@ -23,11 +26,26 @@ func FuzzDecodeRunInput(f *testing.F) {
 		`{"threadId":"t","runId":"r","messages":[ {"id":"a","x":[1,{"id":"b"}]} , {"id":"\u0062"},{} ]}`,
 		`{"threadId":"t","runId":"r","messages":[{"id":"a"},"x"]}`, `{"threadId":"t","runId":"r","messages":{"id":"a"}}`,
 		`{"threadId":"t","runId":"r","messages":[]}`, `{"threadId":"t","runId":"r","messages":null}`,
+		` { "thread\u0049d" : "t" , "runId":"r", "x\"y":1, "a":{"}":"{"} } `, `{"threadId":"t","runId":"r"} x`,
+		`{"threadId":"t","runId":"r","threadId":"u"}`, `{"threadId":"t","runId":"r","xx":1,"xx":2}`, `"x"`, `{}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		in, err := DecodeRunInput(body)
+		// The scan agrees with encoding/json's decoder (decodeMembers), error for error.
+		ref, rerr := decodeMembers(body)
+		if rerr == nil {
+			rerr = ref.readMembers()
+		}
+		if utf8.Valid(body) && fmt.Sprint(err) != fmt.Sprint(rerr) {
+			t.Fatalf("DecodeRunInput(%q) error %v, the decoder says %v", body, err, rerr)
+		}
+		if err == nil && rerr == nil && (!reflect.DeepEqual(in.Keys, ref.Keys) || !reflect.DeepEqual(in.Fields, ref.Fields) ||
+			!reflect.DeepEqual(in.Messages, ref.Messages) || !reflect.DeepEqual(in.MessageIDs, ref.MessageIDs) ||
+			in.ThreadID != ref.ThreadID || in.RunID != ref.RunID || in.ParentRunID != ref.ParentRunID) {
+			t.Fatalf("DecodeRunInput(%q) = %+v, the decoder reads %+v", body, in, ref)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalidRunInput) {
 				t.Fatalf("DecodeRunInput error %v does not wrap ErrInvalidRunInput", err)

@@ -78,6 +78,67 @@ func DecodeRunInput(body []byte) (*RunInput, error) {
 		// history, the export and every replay.
 		return nil, fmt.Errorf("%w: body is not valid UTF-8", ErrInvalidRunInput)
 	}
+	in, err := scanMembers(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.readMembers(); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// scanMembers reads the top-level members of body (valid UTF-8), refusing variant spellings
+// and repeats of the protected members. A body that is valid JSON is split by a scan (values
+// alias body); any other takes decodeMembers, which says where it is malformed.
+func scanMembers(body []byte) (*RunInput, error) {
+	if !json.Valid(body) {
+		return decodeMembers(body)
+	}
+	i := skipSpace(body, 0)
+	if body[i] != '{' {
+		return nil, fmt.Errorf("%w: body is not a JSON object", ErrInvalidRunInput)
+	}
+	in := &RunInput{Fields: make(map[string]json.RawMessage, 8), Body: body}
+	for i = skipSpace(body, i+1); body[i] != '}'; {
+		end := skipString(body, i)
+		key := string(body[i+1 : end-1])
+		if strings.IndexByte(key, '\\') >= 0 {
+			key = unquote(body[i:end])
+		}
+		i = skipSpace(body, skipSpace(body, end)+1) // past the ':'
+		end = skipValue(body, i)
+		if err := in.addMember(key, body[i:end:end]); err != nil {
+			return nil, err
+		}
+		if i = skipSpace(body, end); body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+	}
+	return in, nil
+}
+
+// addMember adds one top-level member, refusing variant spellings and repeats of the protected
+// ones.
+func (in *RunInput) addMember(key string, val json.RawMessage) error {
+	if canon, ok := protectedByFold[foldKey(key)]; ok {
+		if key != canon {
+			return fmt.Errorf("%w: member %q is a variant spelling of %q", ErrInvalidRunInput, truncate(key), canon)
+		}
+		if _, dup := in.Fields[key]; dup {
+			return fmt.Errorf("%w: member %q appears twice", ErrInvalidRunInput, key)
+		}
+	}
+	if _, seen := in.Fields[key]; !seen {
+		in.Keys = append(in.Keys, key)
+	}
+	in.Fields[key] = val
+	return nil
+}
+
+// decodeMembers is scanMembers by encoding/json's decoder, for a body that is not valid JSON
+// (its errors say where) and as the reference the scan must agree with.
+func decodeMembers(body []byte) (*RunInput, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -98,18 +159,9 @@ func DecodeRunInput(body []byte) (*RunInput, error) {
 		if err := dec.Decode(&val); err != nil {
 			return nil, fmt.Errorf("%w: member %q: %s", ErrInvalidRunInput, truncate(key), jsonErr(err))
 		}
-		if canon, ok := protectedByFold[foldKey(key)]; ok {
-			if key != canon {
-				return nil, fmt.Errorf("%w: member %q is a variant spelling of %q", ErrInvalidRunInput, truncate(key), canon)
-			}
-			if _, dup := in.Fields[key]; dup {
-				return nil, fmt.Errorf("%w: member %q appears twice", ErrInvalidRunInput, key)
-			}
+		if err := in.addMember(key, val); err != nil {
+			return nil, err
 		}
-		if _, seen := in.Fields[key]; !seen {
-			in.Keys = append(in.Keys, key)
-		}
-		in.Fields[key] = val
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
 		return nil, fmt.Errorf("%w: %s", ErrInvalidRunInput, jsonErr(err))
@@ -117,28 +169,32 @@ func DecodeRunInput(body []byte) (*RunInput, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: data after the JSON object", ErrInvalidRunInput)
 	}
+	return in, nil
+}
 
+// readMembers reads the ids and messages out of the members.
+func (in *RunInput) readMembers() (err error) {
 	if in.ThreadID, err = requiredID(in.Fields, "threadId"); err != nil {
-		return nil, err
+		return err
 	}
 	if in.RunID, err = requiredID(in.Fields, "runId"); err != nil {
-		return nil, err
+		return err
 	}
 	if raw, ok := in.Fields["parentRunId"]; ok && !isNull(raw) {
 		if in.ParentRunID, err = stringID(raw, "parentRunId"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if raw, ok := in.Fields["messages"]; ok && !isNull(raw) {
 		if in.Messages, err = objectArray(raw, "messages"); err != nil {
-			return nil, err
+			return err
 		}
 		in.MessageIDs = make([]string, len(in.Messages))
 		for i, m := range in.Messages {
 			in.MessageIDs[i] = validMessageID(m) // elements of a decoded array: valid JSON
 		}
 	}
-	return in, nil
+	return nil
 }
 
 // LooksLikeRunInput reports whether body is a JSON object with top-level "threadId" and

@@ -20,7 +20,7 @@ import (
 // the commands Redis executed (INFO commandstats, the commands scripts run included), the
 // network bytes Redis received and sent, the Writer's round trips, and the client's
 // allocations (b.N is the number of events). runs=1 is the quiet soak's batch, runs=16 a busier
-// one. "lease" is one lease renewal per run every 2 events, the proxy's renewals at the
+// one; runs=50/per=10 is the no-delay throughput profile (full batches). "lease" is one lease renewal per run every 2 events, the proxy's renewals at the
 // default 2 s interval and one event per second.
 func BenchmarkWriterRedisCost(b *testing.B) {
 	for _, runs := range []int{1, 16, 256} {
@@ -29,12 +29,14 @@ func BenchmarkWriterRedisCost(b *testing.B) {
 			if lease {
 				name += "/lease"
 			}
-			b.Run(name, func(b *testing.B) { benchWriterRedisCost(b, runs, lease) })
+			b.Run(name, func(b *testing.B) { benchWriterRedisCost(b, runs, 1, lease) })
 		}
 	}
+	// The 50 × 10,000 no-delay profile: full batches of 512 events, about 10 of each run.
+	b.Run("runs=50/per=10", func(b *testing.B) { benchWriterRedisCost(b, 50, 10, false) })
 }
 
-func benchWriterRedisCost(b *testing.B, runs int, lease bool) {
+func benchWriterRedisCost(b *testing.B, runs, per int, lease bool) {
 	srv := redistest.Start(b)
 	c := srv.Client(b)
 	s := newRedisStore(b, recorder.RedisConfig{URL: srv.URL(), Prefix: "agui"})
@@ -62,10 +64,12 @@ func benchWriterRedisCost(b *testing.B, runs int, lease bool) {
 	b.ResetTimer()
 	events, seq := 0, int64(0)
 	for events < b.N {
-		seq++
-		for i, r := range rs {
-			if err := w.Append(r, recorder.Event{Seq: seq, Type: "TEXT_MESSAGE_CONTENT", Frame: frames[i]}); err != nil {
-				b.Fatal(err)
+		for range per {
+			seq++
+			for i, r := range rs {
+				if err := w.Append(r, recorder.Event{Seq: seq, Type: "TEXT_MESSAGE_CONTENT", Frame: frames[i]}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
 		if err := w.Flush(ctx); err != nil {
@@ -78,7 +82,7 @@ func benchWriterRedisCost(b *testing.B, runs int, lease bool) {
 				}
 			}
 		}
-		events += runs
+		events += runs * per
 	}
 	b.StopTimer()
 	after := redisCounters(b, c)

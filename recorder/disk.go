@@ -65,7 +65,7 @@ var (
 	bucketRuns    = []byte("runs")    // threadId 0 runId → diskRun (JSON)
 	bucketOrder   = []byte("order")   // threadId 0 idx (8 bytes BE) → runId: creation order
 	bucketEvents  = []byte("events")  // threadId 0 runId 0 firstSeq (8 bytes BE) → chunk
-	bucketCkpt    = []byte("ckpt")    // threadId 0 runId → checkpoint
+	bucketCkpt    = []byte("ckpt")    // threadId 0 runId [0 piece (4 bytes BE)] → checkpoint (ckptPiece)
 	bucketRunning = []byte("running") // threadId 0 runId → "": runs with status running
 	bucketMeta    = []byte("meta")    // "stats" → diskStats (JSON)
 	// bucketIndex is the thread index: indexTag(owner, route) 0 ^activity ms (8 bytes BE, so
@@ -699,13 +699,15 @@ func (s *DiskStore) DeleteRun(ctx context.Context, threadID, runID string) error
 		if err := s.deleteEvents(tx, threadID, runID, st, 0); err != nil {
 			return err
 		}
-		if v := tx.Bucket(bucketCkpt).Get(k); v != nil {
-			st.CheckpointBytes -= int64(len(v))
+		freed, err := deleteCheckpoint(tx.Bucket(bucketCkpt), k)
+		if err != nil {
+			return err
 		}
+		st.CheckpointBytes -= freed
 		for _, del := range []struct {
 			b []byte
 			k []byte
-		}{{bucketRuns, k}, {bucketCkpt, k}, {bucketRunning, k}, {bucketOrder, orderKey(threadID, r.Idx)}} {
+		}{{bucketRuns, k}, {bucketRunning, k}, {bucketOrder, orderKey(threadID, r.Idx)}} {
 			if err := tx.Bucket(del.b).Delete(del.k); err != nil {
 				return err
 			}
@@ -1225,15 +1227,70 @@ func (s *DiskStore) PutCheckpoint(ctx context.Context, threadID, runID string, d
 	k := runKey(threadID, runID)
 	return s.writeRun(threadID, runID, func(tx *bolt.Tx, r *diskRun, now time.Time) error {
 		st := s.statsIn(tx)
-		if v := tx.Bucket(bucketCkpt).Get(k); v != nil {
-			st.CheckpointBytes -= int64(len(v))
-		}
-		st.CheckpointBytes += int64(len(data))
-		if err := tx.Bucket(bucketCkpt).Put(k, slices.Clone(data)); err != nil {
+		b := tx.Bucket(bucketCkpt)
+		freed, err := deleteCheckpoint(b, k)
+		if err != nil {
 			return err
+		}
+		st.CheckpointBytes += int64(len(data)) - freed
+		first := min(len(data), ckptPiece)
+		if err := b.Put(k, slices.Clone(data[:first])); err != nil {
+			return err
+		}
+		for i, off := uint32(1), first; off < len(data); i, off = i+1, off+ckptPiece {
+			if err := b.Put(ckptPieceKey(k, i), slices.Clone(data[off:min(off+ckptPiece, len(data))])); err != nil {
+				return err
+			}
 		}
 		return s.putStats(tx, st)
 	})
+}
+
+// ckptPiece is the most bytes of a checkpoint one key holds: a longer one (a segment) is
+// stored in pieces, so that rewriting it (a segment grows by one delta per run) reuses the
+// pages its previous pieces freed instead of needing a longer run of free pages each time (a
+// 500 KB value rewritten per run grew the file to several times its data).
+const ckptPiece = 16 << 10
+
+// ckptPieceKey is the key of piece i (from 1) of the checkpoint at k: k, 0, i. Run ids hold no
+// 0 byte, so no other run's key starts with k and a 0.
+func ckptPieceKey(k []byte, i uint32) []byte {
+	return binary.BigEndian.AppendUint32(append(slices.Clone(k), 0), i)
+}
+
+// deleteCheckpoint deletes the checkpoint at k with its pieces and returns their bytes.
+func deleteCheckpoint(b *bolt.Bucket, k []byte) (int64, error) {
+	var n int64
+	if v := b.Get(k); v != nil {
+		n += int64(len(v))
+		if err := b.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	p := append(slices.Clone(k), 0)
+	c := b.Cursor()
+	for pk, v := c.Seek(p); pk != nil && bytes.HasPrefix(pk, p); pk, v = c.Seek(p) {
+		n += int64(len(v))
+		if err := b.Delete(pk); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// readCheckpoint returns a copy of the checkpoint at k joined from its pieces, nil if none.
+func readCheckpoint(b *bolt.Bucket, k []byte) []byte {
+	v := b.Get(k)
+	if v == nil {
+		return nil
+	}
+	out := slices.Clone(v)
+	p := append(slices.Clone(k), 0)
+	c := b.Cursor()
+	for pk, v := c.Seek(p); pk != nil && bytes.HasPrefix(pk, p); pk, v = c.Next() {
+		out = append(out, v...)
+	}
+	return out
 }
 
 // Checkpoint implements Store.
@@ -1250,11 +1307,9 @@ func (s *DiskStore) Checkpoint(ctx context.Context, threadID, runID string) ([]b
 		if err != nil {
 			return err
 		}
-		v := tx.Bucket(bucketCkpt).Get(runKey(threadID, runID))
-		if v == nil {
+		if out = readCheckpoint(tx.Bucket(bucketCkpt), runKey(threadID, runID)); out == nil {
 			return errAbort{fmt.Errorf("checkpoint of run %q in thread %q: %w", runID, threadID, ErrNotFound)}
 		}
-		out = slices.Clone(v)
 		return nil
 	})
 	return out, err

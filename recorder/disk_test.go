@@ -369,3 +369,69 @@ func TestDiskStoreDiskFull(t *testing.T) {
 	}
 	t.Logf("%d events, %d refused by the full buffer, gaps %v", seq, refused, got.Gaps)
 }
+
+// TestDiskStoreCheckpointPieces: a checkpoint longer than a piece reads back whole; a shorter
+// one stored over it, and DeleteRun, leave no piece behind (the store's checkpoint bytes are
+// exact); and a segment-like checkpoint rewritten longer at every run (400 writes up to 400
+// KB) keeps the file within 3x its data (2.5x; one 400 KB value rewritten each time: 3.8x).
+func TestDiskStoreCheckpointPieces(t *testing.T) {
+	dir := t.TempDir()
+	s := openDisk(t, recorder.DiskConfig{Dir: dir, NoSync: true})
+	ctx := t.Context()
+	run := func(id string) recorder.Run {
+		return recorder.Run{ThreadID: "t", RunID: id, Epoch: recorder.NewEpoch()}
+	}
+	for _, id := range []string{"r1", "r2"} {
+		if _, err := s.CreateRun(ctx, run(id), recorder.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := make([]byte, 100_000)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	for _, data := range [][]byte{big, []byte("small"), big[:40_000]} {
+		if err := s.PutCheckpoint(ctx, "t", "r1", data); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Checkpoint(ctx, "t", "r1"); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Checkpoint after storing %d bytes = %d bytes, %v", len(data), len(got), err)
+		}
+		if st := s.Stats(); st.CheckpointBytes != int64(len(data)) {
+			t.Fatalf("CheckpointBytes after storing %d bytes = %d", len(data), st.CheckpointBytes)
+		}
+	}
+	if err := s.PutCheckpoint(ctx, "t", "r2", []byte("r2's")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRun(ctx, "t", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.CheckpointBytes != 4 {
+		t.Errorf("CheckpointBytes after deleting r1 = %d, want r2's 4", st.CheckpointBytes)
+	}
+	if got, err := s.Checkpoint(ctx, "t", "r2"); err != nil || string(got) != "r2's" {
+		t.Errorf("r2's checkpoint = %q, %v", got, err)
+	}
+	seg := make([]byte, 0, 400_000)
+	for i := range 400 {
+		for j := range 1000 {
+			seg = append(seg, byte(i^j))
+		}
+		if err := s.PutCheckpoint(ctx, "t", "r2", seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Checkpoint(ctx, "t", "r2"); err != nil || !bytes.Equal(got, seg) {
+		t.Fatalf("the grown checkpoint reads back as %d bytes, %v", len(got), err)
+	}
+	s.Close()
+	fi, err := os.Stat(filepath.Join(dir, recorder.DiskFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("file %d bytes for a %d-byte checkpoint", fi.Size(), len(seg))
+	if fi.Size() > 3*int64(len(seg)) {
+		t.Errorf("file %d bytes for a %d-byte checkpoint rewritten longer 400 times, want within 3x", fi.Size(), len(seg))
+	}
+}

@@ -333,6 +333,8 @@ func benchLongThread(b *testing.B, kind string, runs int) {
 	}
 	st = s.Stats()
 	s.Close()
+	b.ReportMetric(float64(st.FileBytes), "file-bytes-at-rest")
+	b.ReportMetric(float64(st.CheckpointBytes), "checkpoint-bytes-at-rest")
 	b.ReportMetric(float64(st.EventBytes), "events-bytes-at-rest")
 	b.ReportMetric(float64(st.EventBytes+st.CheckpointBytes)/float64(wire), "store/wire-at-rest")
 	// Restart: open the store again (a new serve) and time the first byte of the prelude.

@@ -173,6 +173,20 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 	var chain []recorder.Run
 	var base *loadedBranch
 	for id := runID; id != ""; {
+		if id != runID && s.recent.has(threadID, id) {
+			// An ancestor built here a moment ago (usually the parent of the run that just
+			// ended): one small read to check it is the same run, instead of its segment.
+			// (The run asked for itself is always read from its checkpoint: a damaged one is
+			// then noticed and stored again.)
+			r, err := s.store.Run(ctx, threadID, id)
+			if err != nil {
+				return nil, fmt.Errorf("reading run %q: %w", id, err)
+			}
+			if b := s.recent.get(threadID, id, r.Epoch); b != nil && r.Status != recorder.StatusRunning {
+				base = b
+				break
+			}
+		}
 		b, err := s.loadBranch(ctx, threadID, id)
 		if err == nil {
 			base = b
@@ -213,6 +227,7 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 			base = &loadedBranch{events: events, flat: flatten(events)}
 		} else {
 			base = s.storeCheckpoint(ctx, threadID, r.RunID, events, base, parentRun)
+			s.recent.put(threadID, r.RunID, r.Epoch, base)
 		}
 		parentRun = r.RunID
 	}

@@ -452,3 +452,43 @@ func TestCheckpointPackedSegmentExtended(t *testing.T) {
 		sameBranch(t, newService(t, thread.Config{Store: store}), "t", fmt.Sprintf("r%d", i))
 	}
 }
+
+// TestCheckpointExtendsRecentBranch: the checkpoint of a run whose parent's checkpoint this
+// service just built extends that branch: it reads the run's own events and no segment (the
+// parent's run record is read to check it is the same run). A thread deleted and made again
+// with the same run ids (new epochs) is not served the old branch.
+func TestCheckpointExtendsRecentBranch(t *testing.T) {
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	t.Cleanup(func() { mem.Close() })
+	store := &countingStore{Store: mem}
+	s := newService(t, thread.Config{Store: store})
+	ctx := t.Context()
+	for i := 1; i <= 20; i++ {
+		store.checkpoints.Store(0)
+		store.events.Store(0)
+		recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
+		// r's own (missing) checkpoint, then nothing but r's events.
+		if c, e := store.checkpoints.Load(), store.events.Load(); i > 1 && (c != 1 || e != 1) {
+			t.Fatalf("checkpoint of r%d: %d checkpoint and %d event reads, want 1 and 1", i, c, e)
+		}
+	}
+	for i := 1; i <= 20; i++ {
+		sameBranch(t, s, "t", fmt.Sprintf("r%d", i))
+	}
+	// The same ids again, other messages: r1 to r20 (recorded without checkpoints, by a
+	// service whose store keeps none), then r21 on them, whose checkpoint must not extend the
+	// old r20.
+	if err := s.Delete(ctx, "", "t"); err != nil {
+		t.Fatal(err)
+	}
+	other := newService(t, thread.Config{Store: noCheckpoints{mem}})
+	for i := 1; i <= 20; i++ {
+		recordChatRun(t, other, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("other%d", i))
+	}
+	recordChatRun(t, s, "t", "r21", "other21")
+	sameBranch(t, s, "t", "r21")
+	known, err := s.MessageIDs(ctx, "t", "r21")
+	if err != nil || len(known) != 42 || !known["other20"] || known["m20"] {
+		t.Fatalf("MessageIDs(r21) after the thread was made again = %v, %v", known, err)
+	}
+}

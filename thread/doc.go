@@ -30,7 +30,10 @@
 // (the messages RUN_STARTED.input need not repeat). Checkpoints are stored in segments (a base
 // branch and per-run deltas, checkpoint.go), so a thread's checkpoint bytes grow with the
 // thread, not with the square of its runs; each carries a checksum (a damaged one is rebuilt
-// from the events, never served) and the count and hash of its branch's message ids.
+// from the events, never served) and the count and hash of its branch's message ids. The
+// Service keeps the branch of the last checkpoint it built per thread (bounded in bytes,
+// recent.go), so the checkpoint of the next run extends it in memory and reads that run's
+// events only, not the thread's segment.
 //
 // Compaction at rest (rest.go): Service.CompactRun replaces an ended run's raw events by their
 // merged form (compact.Concat) once it is checked to replay the same (the stores keep a
@@ -52,7 +55,8 @@
 // The busy rule reads the previous run's status, so whoever pumps a run must have the store
 // record the run's end before a client sees its terminal event (the proxy does, with
 // recorder.Writer.FinishSync): a client that saw a run end can then start the next run at
-// once, on any replica.
+// once, on any replica. The proxy stores the run's checkpoint then too (Service.Checkpoint),
+// so that next run start finds it.
 //
 // RunError builds the one RUN_ERROR event the proxy writes when it ends a run itself, with a
 // code from the Code constants; Service.ReapOrphan ends a running run whose replica stopped

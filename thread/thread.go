@@ -57,6 +57,7 @@ type Service struct {
 	mu      sync.Mutex
 	pumping map[runKey]func()  // runs this process pumps: their cancel
 	flights map[runKey]*flight // branches being read or built (branch)
+	recent  *recentBranches    // the branch of each thread's last checkpoint built here
 }
 
 type runKey struct{ thread, run string }
@@ -75,7 +76,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.LeaseGrace <= 0 {
 		cfg.LeaseGrace = DefaultLeaseGrace
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, store: cfg.Store, pumping: map[runKey]func(){}, flights: map[runKey]*flight{}}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: cfg.Store, pumping: map[runKey]func(){}, flights: map[runKey]*flight{}, recent: newRecentBranches(recentBranchesBytes)}
 	s.leaser, _ = cfg.Store.(recorder.Leaser)
 	follower, _ := cfg.Store.(recorder.Follower)
 	s.live = live.NewRegistry(live.RegistryConfig{

@@ -363,7 +363,7 @@ var benchPause = func() time.Duration { d, _ := time.ParseDuration(os.Getenv("AG
 //   - spaced (30 ms after the previous run's end, like a user between turns): the same;
 //   - the prelude's first byte;
 //   - each run's time from POST to its stream's end (the terminal event waits for the run's
-//     checkpoint).
+//     checkpoint), and the Redis bytes read after the first byte (its end and checkpoint).
 //
 // Redis bytes read are INFO stats total_net_output_bytes deltas from the POST to the first
 // byte, less an INFO's own reply: they include the run's creation and every read of the run
@@ -418,6 +418,7 @@ func benchRunStart(b *testing.B, runs int) {
 	// measure runs one run start with nothing else going on (after the previous run's
 	// checkpoint had time to be built unless backToBack) and returns its first byte and the
 	// Redis bytes read until then.
+	var restLong [2][]time.Duration // Redis bytes read after the first byte (the run's end and checkpoint)
 	measure := func(start func() (time.Duration, []byte), settle time.Duration) (time.Duration, int64, []byte) {
 		time.Sleep(settle)
 		var read int64
@@ -425,6 +426,9 @@ func benchRunStart(b *testing.B, runs int) {
 		defer func() { tb.firstByte = nil }()
 		before := outBytes()
 		ttfb, stream := start()
+		if rest := outBytes() - read - infoCost; settle > 0 {
+			restLong[1] = append(restLong[1], time.Duration(rest))
+		}
 		return ttfb, read - before - infoCost, stream
 	}
 	var ttfbLong, ttfbNew, bytesLong, bytesNew, totalLong, totalNew [2][]time.Duration // [0] back-to-back, [1] spaced
@@ -458,6 +462,12 @@ func benchRunStart(b *testing.B, runs int) {
 		b.ReportMetric(float64(median(totalLong[mode]).Microseconds())/1000, "ms-run-total-"+name)
 		b.ReportMetric(float64(median(totalNew[mode]).Microseconds())/1000, "ms-run-total-"+name+"-new-thread")
 	}
+	// Spaced, the long and new threads' runs alternate: the odd ones are the long thread's.
+	var rest []time.Duration
+	for i := 0; i < len(restLong[1]); i += 2 {
+		rest = append(rest, restLong[1][i])
+	}
+	b.ReportMetric(float64(median(rest)), "redis-B-read-after-first-byte-spaced")
 	var preludes []time.Duration
 	for range 10 {
 		d, _, _ := tb.prelude("t")

@@ -1,6 +1,11 @@
 package recorder
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // MemoryThreadCount reports how many threads s holds in memory, expired ones included.
 func MemoryThreadCount(s *MemoryStore) int {
@@ -32,4 +37,15 @@ func ScriptSHAs() map[string]string {
 		"put_checkpoint.lua": putCheckpointScript.Hash(), "lease.lua": leaseScript.Hash(),
 		"stop.lua": stopScript.Hash(), "delete_thread.lua": deleteThreadScript.Hash(),
 	}
+}
+
+// FinishRuns is RedisStore.finishRuns for tests: fs[i] is {threadID, runID, status, lastSeq}.
+func FinishRuns(s *RedisStore, fs [][4]string) []error {
+	reqs := make([]finishReq, len(fs))
+	for i, f := range fs {
+		var last int64
+		fmt.Sscan(f[3], &last)
+		reqs[i] = finishReq{threadID: f[0], runID: f[1], status: RunStatus(f[2]), lastSeq: last}
+	}
+	return s.finishRuns(context.Background(), reqs)
 }

@@ -689,6 +689,68 @@ func (s *RedisStore) FinishRun(ctx context.Context, threadID, runID string, stat
 	return scriptError(err, fmt.Sprintf("finishing run %q in thread %q", runID, threadID))
 }
 
+// finishRuns implements finishBatcher: the finish_run.lua calls of several runs in one
+// pipeline (one round trip), each answered on its own. With WaitReplicas the runs are finished
+// one by one (FinishRun), so each ends with its own WAIT.
+func (s *RedisStore) finishRuns(ctx context.Context, fs []finishReq) []error {
+	errs := make([]error, len(fs))
+	if s.waitN > 0 {
+		for i, f := range fs {
+			errs[i] = s.FinishRun(ctx, f.threadID, f.runID, f.status, f.detail, f.lastSeq)
+		}
+		return errs
+	}
+	type call struct {
+		i    int
+		keys []string
+		args []any
+	}
+	calls := make([]call, 0, len(fs))
+	now := s.nowMs()
+	for i, f := range fs {
+		k, err := keysFor(s.prefix, f.threadID, f.runID)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		calls = append(calls, call{i, []string{k.thread, k.runs, k.run, k.events},
+			[]any{string(f.status), f.detail, f.lastSeq, now, s.ttlMs, k.base}})
+	}
+	if len(calls) == 0 {
+		return errs
+	}
+	if err := s.check(); err != nil {
+		for _, c := range calls {
+			errs[c.i] = err
+		}
+		return errs
+	}
+	run := func(eval bool) ([]redis.Cmder, error) {
+		return s.w.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range calls {
+				if eval {
+					finishRunScript.Eval(ctx, p, c.keys, c.args...)
+				} else {
+					finishRunScript.EvalSha(ctx, p, c.keys, c.args...)
+				}
+			}
+			return nil
+		})
+	}
+	cmds, err := run(false)
+	if err != nil && hasNoScript(cmds) {
+		cmds, err = run(true)
+	}
+	for j, c := range calls {
+		e := err // every command of the pipeline carries its own error; err only if none came back
+		if j < len(cmds) {
+			e = cmds[j].Err()
+		}
+		errs[c.i] = scriptError(e, fmt.Sprintf("finishing run %q in thread %q", fs[c.i].runID, fs[c.i].threadID))
+	}
+	return errs
+}
+
 // Thread implements Store.
 func (s *RedisStore) Thread(ctx context.Context, threadID string) (Thread, error) {
 	k, err := threadKeys(s.prefix, threadID)

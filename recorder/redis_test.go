@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/recorder/recordertest"
@@ -320,6 +321,67 @@ func TestRedisAppendManyRuns(t *testing.T) {
 	}
 	if th, err := s.Thread(ctx, "t4"); err != nil || th.Owner != "alice" || th.Route != "/a" {
 		t.Errorf("re-created thread t4 = %+v, %v; want owner alice, route /a", th, err)
+	}
+}
+
+// pipelineCounter counts the pipelines and single commands sent through a client.
+type pipelineCounter struct{ pipelines, singles atomic.Int64 }
+
+func (h *pipelineCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.singles.Add(1); return next(ctx, cmd) }
+}
+func (h *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.pipelines.Add(1); return next(ctx, cmds) }
+}
+
+// TestRedisFinishRunsPipelined: the Writer's finishes of several runs go in one pipeline, each
+// answered on its own: a run finished (its missing tail a gap), a run the store lost
+// (ErrRunNotFound, the others unaffected), an invalid id (refused before sending).
+func TestRedisFinishRunsPipelined(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "fr"})
+	ctx := t.Context()
+	var runs []recorder.Run
+	for i := range 3 {
+		r := recorder.Run{ThreadID: fmt.Sprintf("t%d", i), RunID: "r", Epoch: recorder.NewEpoch()}
+		if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: 1, Frame: []byte("a")}}}}); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	// Load the script (the first call meets NOSCRIPT and is sent again with EVAL).
+	if err := s.FinishRun(ctx, "t0", "r", recorder.StatusRunning, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	h := &pipelineCounter{}
+	recorder.AddRedisHook(s, h)
+	errs := recorder.FinishRuns(s, [][4]string{
+		{"t0", "r", "finished", "1"},
+		{"t1", "r", "error", "3"},
+		{"lost", "r", "finished", "1"},
+		{"t2", "bad id", "finished", "1"},
+		{"t2", "r", "finished", "1"},
+	})
+	if p, n := h.pipelines.Load(), h.singles.Load(); p != 1 || n != 0 {
+		t.Errorf("finishing 4 runs took %d pipelines and %d single commands, want 1 pipeline", p, n)
+	}
+	for i, want := range []error{nil, nil, recorder.ErrRunNotFound, agui.ErrInvalidID, nil} {
+		if !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil) {
+			t.Errorf("finish %d = %v, want %v", i, errs[i], want)
+		}
+	}
+	for i, want := range []struct {
+		status recorder.RunStatus
+		gaps   string
+	}{{recorder.StatusFinished, "[]"}, {recorder.StatusError, "[{2 3}]"}, {recorder.StatusFinished, "[]"}} {
+		got, err := s.Run(ctx, runs[i].ThreadID, "r")
+		if err != nil || got.Status != want.status || fmt.Sprint(got.Gaps) != want.gaps {
+			t.Errorf("Run(t%d) = status %s gaps %v, %v; want %s %s", i, got.Status, got.Gaps, err, want.status, want.gaps)
+		}
 	}
 }
 

@@ -115,8 +115,8 @@ type runID struct{ thread, run string }
 // Writer records events through a Store without making the caller wait while the store
 // keeps up: a bounded queue shared by all runs (a full queue slows its callers, see Append),
 // drained by ONE goroutine that writes everything queued (up to
-// MaxBatchEvents) with one Store.Append call, retrying with capped exponential backoff for as
-// long as the Writer runs. Items are written in queue order, so each run's events (and its
+// MaxBatchEvents) with one Store.Append call, then the finishes taken with it (in one round
+// trip on Redis), retrying with capped exponential backoff for as long as the Writer runs. Items are written in queue order, so each run's events (and its
 // Finish) are stored in the order they were queued, retries included.
 //
 // All methods are safe for concurrent use. Shutdown stops the goroutine.
@@ -487,12 +487,26 @@ func (w *Writer) loop() {
 	}
 }
 
+// finishBatcher is a Store that finishes several runs in one round trip (RedisStore: one
+// pipeline). errs[i] is the outcome of fs[i], as FinishRun would return it.
+type finishBatcher interface {
+	finishRuns(ctx context.Context, fs []finishReq) (errs []error)
+}
+
+// finishReq is one FinishRun call.
+type finishReq struct {
+	threadID, runID string
+	status          RunStatus
+	detail          string
+	lastSeq         int64
+}
+
 // write stores take (n events plus finishes), retrying until it succeeds; false means the
 // writer was stopped first.
 func (w *Writer) write(take []item, n int) bool {
 	batches := groupBatches(take)
 	appended := n == 0
-	finished := 0 // finishes of take already stored
+	var finished []bool // finished[i]: the i-th finish of take is stored
 	backoff := w.cfg.RetryMin
 	failing := false
 	for {
@@ -522,8 +536,9 @@ func (w *Writer) write(take []item, n int) bool {
 	}
 }
 
-// attempt makes one pass over the store calls still needed for a batch.
-func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, finished *int) error {
+// attempt makes one pass over the store calls still needed for a batch: the events, then the
+// finishes not stored yet (in one round trip when the store batches them, else one by one).
+func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, finished *[]bool) error {
 	ctx := w.stopCtx
 	if !*appended {
 		start := time.Now()
@@ -540,18 +555,51 @@ func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, fi
 			st.BatchLatencyCount++
 		})
 	}
-	seen := 0
+	var fins []item // the finishes of take, in queue order
 	for _, it := range take {
-		if it.finish == nil {
-			continue
+		if it.finish != nil {
+			fins = append(fins, it)
 		}
-		seen++
-		if seen <= *finished {
+	}
+	if len(fins) == 0 {
+		return nil
+	}
+	if *finished == nil {
+		*finished = make([]bool, len(fins))
+	}
+	done := *finished
+	var errs []error // pipelined outcomes, when the store batches finishes
+	if fb, ok := w.cfg.Store.(finishBatcher); ok && len(fins) > 1 {
+		var reqs []finishReq
+		var idx []int
+		for i, it := range fins {
+			if !done[i] {
+				f := it.finish
+				reqs = append(reqs, finishReq{it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq})
+				idx = append(idx, i)
+			}
+		}
+		if len(reqs) > 1 {
+			w.count(func(st *WriterStats) { st.RoundTrips++ })
+			errs = make([]error, len(fins))
+			for j, e := range fb.finishRuns(ctx, reqs) {
+				errs[idx[j]] = e
+			}
+		}
+	}
+	var firstErr error
+	for i, it := range fins {
+		if done[i] {
 			continue
 		}
 		f := it.finish
-		w.count(func(st *WriterStats) { st.RoundTrips++ })
-		err := w.cfg.Store.FinishRun(ctx, it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq)
+		var err error
+		if errs != nil {
+			err = errs[i]
+		} else {
+			w.count(func(st *WriterStats) { st.RoundTrips++ })
+			err = w.cfg.Store.FinishRun(ctx, it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq)
+		}
 		if errors.Is(err, ErrRunNotFound) || errors.Is(err, ErrThreadNotFound) {
 			// The store lost the run: re-create its metadata (the store records the gap from
 			// lastSeq), then finish it.
@@ -561,12 +609,18 @@ func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, fi
 			}
 		}
 		if err != nil {
-			return err
+			if firstErr == nil {
+				firstErr = err
+			}
+			if errs == nil {
+				return err // one by one: stop at the first failure, as the store is failing
+			}
+			continue
 		}
-		*finished = seen
+		done[i] = true
 		w.count(func(st *WriterStats) { st.Finished++ })
 	}
-	return nil
+	return firstErr
 }
 
 func (w *Writer) count(f func(*WriterStats)) {

@@ -38,8 +38,8 @@ import (
 // that without reading the branch (KnownMessageIDs). Records are encoded in a length-prefixed
 // binary form (checkpoint_codec.go) that is read without parsing JSON; version 1 records are
 // JSON. Version 3 is a version 2 record with all but its header compressed (DEFLATE, with a
-// CRC-32C): compaction at rest packs a segment once its runs are at rest and the thread went
-// on in a newer one, or the whole thread is at rest (packSegments).
+// CRC-32C): a segment is packed when the thread goes on in a newer one (storeCheckpoint), and
+// by compaction at rest once the whole thread is at rest (packSegments).
 const (
 	legacyCheckpointVersion = 1
 	checkpointVersion       = 2
@@ -429,6 +429,13 @@ func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, e
 		return b
 	}
 	b.segRun, b.seg = runID, rec
+	if parent != nil && parent.seg != nil && !parent.seg.Packed && parent.segRun != runID {
+		// The parent's segment had no room for this run: the thread goes on in this one, so
+		// that one is read for time travel and the like from now on, and stored packed.
+		if err := s.packSegment(ctx, threadID, parent.segRun); err != nil {
+			s.log.Warn("could not pack a checkpoint segment", "thread_id", threadID, "run_id", parent.segRun, "err", err)
+		}
+	}
 	return b
 }
 

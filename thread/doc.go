@@ -33,14 +33,15 @@
 // from the events, never served) and the count and hash of its branch's message ids. The
 // Service keeps the branch of the last checkpoint it built per thread (bounded in bytes,
 // recent.go), so the checkpoint of the next run extends it in memory and reads that run's
-// events only, not the thread's segment.
+// events only, not the thread's segment. A segment the thread no longer extends is stored
+// compressed.
 //
 // Compaction at rest (rest.go): Service.CompactRun replaces an ended run's raw events by their
 // merged form (compact.Concat) once it is checked to replay the same (the stores keep a
 // compacted run's events in one compressed value), and RestSweeper runs it over every thread
-// of a store for runs older than an age (AGUI_COMPACT_AFTER); a checkpoint segment whose runs
-// are at rest is stored compressed too (record version 3) once the thread went on in a newer
-// one or the whole thread is at rest.
+// of a store for runs older than an age (AGUI_COMPACT_AFTER); it also stores compressed
+// (record version 3) the checkpoint segment of a thread whose runs are all at rest (older
+// segments are compressed when the thread goes on in a newer one).
 //
 // # Starting and ending runs
 //

@@ -117,13 +117,13 @@ func (s *Service) CompactRun(ctx context.Context, threadID, runID string) (RestR
 }
 
 // packSegments stores packed (compressed, checkpoint record version 3) the checkpoint
-// segments a run at rest closes: when runID's checkpoint is the base of a new segment, the
-// segment holding its parent's branch (the thread went on in runID's, so that one took its
-// last run, all at rest as runID is); when runID is the thread's latest run (latest), its own
-// segment (the whole thread is at rest). The segment a thread's latest runs extend stays as
+// segments a run at rest closes: when runID is the thread's latest run (latest), its own
+// segment (the whole thread is at rest); when runID's checkpoint is the base of a new segment,
+// the segment holding its parent's branch, in case it was not packed when runID's segment
+// started (storeCheckpoint packs it then). The segment a thread's latest runs extend stays as
 // written while the thread is active: run ends write it and preludes read it without
-// inflating; a run that extends a packed segment later stores it unpacked again
-// (storeCheckpoint), and the sweep that reaches that run packs it again.
+// inflating; a run that extends a packed segment stores it unpacked again (storeCheckpoint),
+// and the sweep that reaches that run packs it again.
 func (s *Service) packSegments(ctx context.Context, threadID, runID, parentRunID string, latest bool) error {
 	rec, err := s.readRecord(ctx, threadID, runID, true)
 	if err != nil || rec.V != checkpointVersion {
@@ -158,7 +158,7 @@ func (s *Service) packSegments(ctx context.Context, threadID, runID, parentRunID
 // is rebuilt from the events, never served wrong.
 func (s *Service) packSegment(ctx context.Context, threadID, segRun string) error {
 	raw, err := s.store.Checkpoint(ctx, threadID, segRun)
-	if err != nil {
+	if err != nil || bytes.HasPrefix(raw, packedRecordMagic) {
 		return ignoreNotFound(err)
 	}
 	seg, err := decodeRecord(raw, false)

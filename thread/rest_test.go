@@ -179,8 +179,9 @@ func TestCompactAtRestAge(t *testing.T) {
 	}
 }
 
-// TestCompactAtRestPacksSegments, on the memory, disk and Redis stores: a sweep stores the
-// checkpoint segments of a thread at rest packed (version 3, smaller); every branch reads
+// TestCompactAtRestPacksSegments, on the memory, disk and Redis stores: a segment is packed
+// (version 3, smaller) when the next one starts, and a sweep packs the latest segment of a
+// thread at rest; every branch reads
 // exactly as before, from the packed segments (no rebuild) and from the events, and after a
 // fork from inside one; a run that extends the latest segment stores it unpacked, and a sweep
 // leaves it so while that run is not at rest.
@@ -210,7 +211,12 @@ func TestCompactAtRestPacksSegments(t *testing.T) {
 				}
 			}
 			recordRun(t, s, "t", "last", "", textRun("t", "last", "mlast")...)
-			raw := map[string][]byte{"r1": checkpoint("r1"), second: checkpoint(second)}
+			// The first segment was packed when the second started; the second, which the
+			// thread extends, is not.
+			if data := checkpoint("r1"); !bytes.HasPrefix(data, []byte("AGCP\x03")) {
+				t.Fatalf("r1's segment, closed by %s's, is %.6q, want packed", second, data)
+			}
+			raw := map[string][]byte{second: checkpoint(second)}
 			sw, err := thread.NewRestSweeper(newService(t, thread.Config{Store: store}), time.Nanosecond, time.Hour, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -218,7 +224,7 @@ func TestCompactAtRestPacksSegments(t *testing.T) {
 			if err := sw.Sweep(ctx); err != nil {
 				t.Fatal(err)
 			}
-			packed := map[string][]byte{}
+			packed := map[string][]byte{"r1": checkpoint("r1")}
 			for run, data := range raw {
 				packed[run] = checkpoint(run)
 				if !bytes.HasPrefix(data, []byte("AGCP\x02")) || !bytes.HasPrefix(packed[run], []byte("AGCP\x03")) || len(packed[run])*2 > len(data) {

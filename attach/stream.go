@@ -236,7 +236,7 @@ func cursorString(c recorder.Cursor) string {
 // pump by more than the hub's backlog) are read from the store first, so no event is missed
 // or repeated at the seam.
 // spans, when not nil, holds the ephemeral spans open at afterSeq that the prelude left out.
-func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSeq int64, spans *ephemeralSpans) (int64, error) {
+func (h *Handler) tail(ctx context.Context, s *stream, run *recorder.Run, afterSeq int64, spans *ephemeralSpans) (int64, error) {
 	o := live.Options{
 		QueueBytes:   h.cfg.ClientQueueBytes,
 		Heartbeat:    h.cfg.HeartbeatInterval,
@@ -282,7 +282,7 @@ func (h *Handler) tail(ctx context.Context, s *stream, run recorder.Run, afterSe
 
 // catchUp writes the run's stored events in (after, until] with a store subscription: the
 // part of the seam the live hub no longer holds. It returns io.EOF when the run ended there.
-func (h *Handler) catchUp(ctx context.Context, s *stream, run recorder.Run, after, until int64, spans *ephemeralSpans) (int64, error) {
+func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, after, until int64, spans *ephemeralSpans) (int64, error) {
 	if h.follower == nil {
 		return after, problem.ErrLiveTailsUnsupported
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -544,6 +545,20 @@ func TestRedisCompactShrinks(t *testing.T) {
 	if run, err := s.Run(ctx, "t", "r1"); err != nil || run.FirstSeq != 1 || run.LastSeq != 3 || !run.Complete(0) {
 		t.Errorf("Run after compaction = %+v, %v, want events 1..3, complete", run, err)
 	}
+	// A follower of the compacted run gets its packed events after its position, then the end.
+	sub, err := s.Follow(ctx, "t", "r1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range merged[1:] {
+		if ev, err := sub.Next(ctx); err != nil || string(ev.Frame) != string(want.Frame) {
+			t.Fatalf("Follow of the compacted run: %q, %v, want %q", ev.Frame, err, want.Frame)
+		}
+	}
+	if ev, err := sub.Next(ctx); !errors.Is(err, io.EOF) {
+		t.Errorf("Follow of the compacted run after its events: %q, %v, want io.EOF", ev.Frame, err)
+	}
+	sub.Close()
 	if err := s.DeleteRun(ctx, "t", "r1"); err != nil {
 		t.Fatal(err)
 	}

@@ -601,6 +601,14 @@ func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run) bool {
 	if h.cfg.DisableRecording {
 		return false
 	}
+	if _, disk := h.store.(*recorder.DiskStore); disk {
+		// On the disk store a checkpoint is two transactions, each synced to disk, one of
+		// them rewriting the segment (hundreds of KB on a long thread): the terminal event is
+		// not held for them. The loop writes it, and a run start that comes first computes
+		// the branch from local reads (its grandparent's branch is in memory:
+		// thread.Service's recent branches).
+		return false
+	}
 	if err := h.threads.Checkpoint(ctx, meta.ThreadID, meta.RunID); err != nil {
 		h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint before the terminal event; queued", slog.String("thread_id", meta.ThreadID),
 			slog.String("run_id", meta.RunID), slog.Any("err", err))

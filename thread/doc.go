@@ -56,8 +56,8 @@
 // The busy rule reads the previous run's status, so whoever pumps a run must have the store
 // record the run's end before a client sees its terminal event (the proxy does, with
 // recorder.Writer.FinishSync): a client that saw a run end can then start the next run at
-// once, on any replica. The proxy stores the run's checkpoint then too (Service.Checkpoint),
-// so that next run start finds it.
+// once, on any replica. The proxy stores the run's checkpoint then too (Service.Checkpoint;
+// not on the disk store, where it is two synced writes), so that next run start finds it.
 //
 // RunError builds the one RUN_ERROR event the proxy writes when it ends a run itself, with a
 // code from the Code constants; Service.ReapOrphan ends a running run whose replica stopped

@@ -369,27 +369,43 @@ var benchPause = func() time.Duration { d, _ := time.ParseDuration(os.Getenv("AG
 // byte, less an INFO's own reply: they include the run's creation and every read of the run
 // start, and the few replies of the run's first event appends. Spaced, nothing else runs
 // meanwhile; back-to-back, they also count what the previous run's checkpoint build reads at
-// the same time (the new thread's run is posted right after the long thread's). It takes
+// the same time (the new thread's run is posted right after the long thread's). disk/runs=1000
+// is the same on the disk store, without the Redis bytes. It takes
 // about a minute for 1,000 runs: -bench RunStart -benchtime 1x.
 func BenchmarkRunStart(b *testing.B) {
 	for _, runs := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("runs=%d", runs), func(b *testing.B) {
 			for b.Loop() {
-				benchRunStart(b, runs)
+				benchRunStart(b, "redis", runs)
 			}
 		})
 	}
+	// The disk store: the same timings (no Redis bytes).
+	b.Run("disk/runs=1000", func(b *testing.B) {
+		for b.Loop() {
+			benchRunStart(b, "disk", 1000)
+		}
+	})
 }
 
-func benchRunStart(b *testing.B, runs int) {
+func benchRunStart(b *testing.B, kind string, runs int) {
 	agent := httptest.NewServer(demoagent.New(demoagent.Config{}))
 	defer agent.Close()
-	srv := redistest.Start(b)
-	tb := startThreadBench(b, map[string]string{"AGUI_UPSTREAM": agent.URL, "AGUI_ALLOW_CONCURRENT_RUNS": "true", "AGUI_REDIS_URL": srv.URL()})
+	env := map[string]string{"AGUI_UPSTREAM": agent.URL, "AGUI_ALLOW_CONCURRENT_RUNS": "true"}
+	var srv *redistest.Server
+	if kind == "redis" {
+		srv = redistest.Start(b)
+		env["AGUI_REDIS_URL"] = srv.URL()
+	} else {
+		env["AGUI_STORE_PATH"] = b.TempDir()
+	}
+	tb := startThreadBench(b, env)
 	defer tb.stop()
-	rc := srv.Client(b)
 	outBytes := func() int64 {
-		info, err := rc.Info(context.Background(), "stats").Result()
+		if srv == nil {
+			return 0
+		}
+		info, err := srv.Client(b).Info(context.Background(), "stats").Result()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -457,17 +473,21 @@ func benchRunStart(b *testing.B, runs int) {
 	for mode, name := range []string{"b2b", "spaced"} {
 		b.ReportMetric(float64(median(ttfbLong[mode]).Microseconds())/1000, "ms-ttfb-"+name)
 		b.ReportMetric(float64(median(ttfbNew[mode]).Microseconds())/1000, "ms-ttfb-"+name+"-new-thread")
-		b.ReportMetric(float64(median(bytesLong[mode])), "redis-B-read-"+name)
-		b.ReportMetric(float64(median(bytesNew[mode])), "redis-B-read-"+name+"-new-thread")
 		b.ReportMetric(float64(median(totalLong[mode]).Microseconds())/1000, "ms-run-total-"+name)
 		b.ReportMetric(float64(median(totalNew[mode]).Microseconds())/1000, "ms-run-total-"+name+"-new-thread")
+		if srv != nil {
+			b.ReportMetric(float64(median(bytesLong[mode])), "redis-B-read-"+name)
+			b.ReportMetric(float64(median(bytesNew[mode])), "redis-B-read-"+name+"-new-thread")
+		}
 	}
 	// Spaced, the long and new threads' runs alternate: the odd ones are the long thread's.
 	var rest []time.Duration
 	for i := 0; i < len(restLong[1]); i += 2 {
 		rest = append(rest, restLong[1][i])
 	}
-	b.ReportMetric(float64(median(rest)), "redis-B-read-after-first-byte-spaced")
+	if srv != nil {
+		b.ReportMetric(float64(median(rest)), "redis-B-read-after-first-byte-spaced")
+	}
 	var preludes []time.Duration
 	for range 10 {
 		d, _, _ := tb.prelude("t")

@@ -34,7 +34,7 @@ func sseEvents(t *testing.T, stream []byte) ([]string, []compact.Event) {
 		if !f.HasData {
 			continue
 		}
-		ev, err := compact.ParseEvent(f.Data)
+		ev, err := compact.ParseEvent(bytes.Clone(f.Data)) // the frame's bytes are the reader's until its next Next
 		if err != nil {
 			t.Fatalf("stream event %q: %v", f.Data, err)
 		}

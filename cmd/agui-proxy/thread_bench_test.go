@@ -116,7 +116,7 @@ func (c *conversation) add(b *testing.B, stream []byte) {
 		if err != nil {
 			break
 		}
-		if ev, err := compact.ParseEvent(f.Data); err == nil {
+		if ev, err := compact.ParseEvent(bytes.Clone(f.Data)); err == nil { // the frame's bytes are the reader's until its next Next
 			events = append(events, ev)
 		}
 	}

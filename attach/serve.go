@@ -51,6 +51,7 @@ type tailing struct {
 // followed. It ends the stream's Metrics.
 func (t *tailing) wait() {
 	defer t.h.cfg.Metrics.StreamEnded(t.kind)
+	t.s.buf = nil // the prelude's buffer (up to 4 KiB) is not kept while the attacher waits
 	ctx := t.r.Context()
 	for i := range t.runs {
 		if _, err := t.h.tail(ctx, t.s, &t.runs[i], t.after, t.spans); !errors.Is(err, io.EOF) {

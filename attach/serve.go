@@ -194,22 +194,27 @@ func (t *tailing) followThread(ctx context.Context) {
 	h, current := t.h, t.head
 	watch, release := h.threads.Live().WatchThread(t.follow, h.cfg.FollowPoll)
 	defer release()
+	// One heartbeat timer for the whole follow, not a context and timer per quiet interval:
+	// this goroutine waits here for as long as the browser tab stays open.
+	var timer *time.Timer
+	var tick <-chan time.Time
+	if h.cfg.HeartbeatInterval > 0 {
+		timer = time.NewTimer(h.cfg.HeartbeatInterval)
+		defer timer.Stop()
+		tick = timer.C
+	}
 	for {
-		next, cancel := ctx, context.CancelFunc(func() {})
-		if h.cfg.HeartbeatInterval > 0 {
-			next, cancel = context.WithTimeout(ctx, h.cfg.HeartbeatInterval)
-		}
-		latest, err := watch.Next(next, current)
-		cancel()
+		latest, ticked, err := watch.NextOrTick(ctx.Done(), tick, current)
 		switch {
-		case err == nil:
-		case ctx.Err() != nil, errors.Is(err, live.ErrClosed): // the client left, or the process is stopping
-			return
-		case errors.Is(err, context.DeadlineExceeded):
+		case ticked:
 			if t.s.comment() != nil {
 				return
 			}
+			timer.Reset(h.cfg.HeartbeatInterval)
 			continue
+		case err == nil:
+		case ctx.Err() != nil, errors.Is(err, live.ErrClosed): // the client left, or the process is stopping
+			return
 		default:
 			h.streamEnded(t.r, storeErr(err))
 			return
@@ -222,6 +227,9 @@ func (t *tailing) followThread(ctx context.Context) {
 		if _, err := h.tail(ctx, t.s, &t.runs[0], 0, nil); !errors.Is(err, io.EOF) {
 			h.streamEnded(t.r, err)
 			return
+		}
+		if timer != nil {
+			timer.Reset(h.cfg.HeartbeatInterval) // the quiet counts from the run's end
 		}
 	}
 }

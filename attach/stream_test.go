@@ -1,6 +1,7 @@
 package attach_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -366,5 +367,46 @@ func TestOrphanedRunIsInterrupted(t *testing.T) {
 	}
 	if r, _ := store.Run(ctx, "orphan", "o-1"); r.Status != recorder.StatusInterrupted {
 		t.Errorf("run status %s, want interrupted", r.Status)
+	}
+}
+
+// TestFollowHeartbeats: a ?follow=1 thread attach sends heartbeats while the thread is idle,
+// before its next run and again after it, and streams the next run in between.
+func TestFollowHeartbeats(t *testing.T) {
+	e := newEnv(t, proxy.Config{}) // heartbeats every 50 ms
+	res := e.post(t, t.Context(), runtest.RunBody("hb", "hb-1", "state"), nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	runtest.WaitRunEnded(t, e.h.Store(), "hb", "hb-1")
+	fol := e.get(t, "/agui/threads/hb/events?follow=1", nil)
+	defer fol.Body.Close()
+	rd := bufio.NewReader(fol.Body)
+	// waitFor reads lines until one holds want, counting the heartbeats on the way.
+	waitFor := func(want string) (beats int) {
+		t.Helper()
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("follow stream ended waiting for %q: %v", want, err)
+			}
+			if line == ": ping\n" {
+				beats++
+			}
+			if strings.Contains(line, want) {
+				return beats
+			}
+		}
+	}
+	waitFor(attach.EventReplayComplete)
+	for range 3 {
+		waitFor(": ping") // idle before the next run
+	}
+	res = e.post(t, t.Context(), runtest.RunBody("hb", "hb-2", "state"), nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	waitFor(`"runId":"hb-2"`)
+	waitFor(agui.RunFinished)
+	for range 3 {
+		waitFor(": ping") // idle after it
 	}
 }

@@ -58,20 +58,33 @@ func (r *Registry) WatchThread(threadID string, every time.Duration) (w *ThreadW
 // It returns ctx's error when ctx ends first (and may be called again), or the error of the
 // last read of the thread.
 func (w *ThreadWatch) Next(ctx context.Context, current string) (string, error) {
+	latest, _, err := w.NextOrTick(ctx.Done(), nil, current)
+	if err == context.Canceled {
+		return "", ctx.Err()
+	}
+	return latest, err
+}
+
+// NextOrTick is Next for a caller that keeps one timer across its waits (a heartbeat) instead
+// of a context per wait: it returns ticked true when tick fires first, and context.Canceled
+// when done is closed first. A nil tick never fires.
+func (w *ThreadWatch) NextOrTick(done <-chan struct{}, tick <-chan time.Time, current string) (latest string, ticked bool, err error) {
 	for {
 		w.mu.Lock()
 		latest, err, changed := w.latest, w.err, w.changed
 		w.mu.Unlock()
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		if latest != "" && latest != current {
-			return latest, nil
+			return latest, false, nil
 		}
 		select {
 		case <-changed:
-		case <-ctx.Done():
-			return "", ctx.Err()
+		case <-done:
+			return "", false, context.Canceled
+		case <-tick:
+			return "", true, nil
 		}
 	}
 }

@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // resumeInterval paces the demo agent (forwardedProps.intervalMs) so that cuts land while the
@@ -112,6 +115,46 @@ func TestResumeOfficialClientDiskStore(t *testing.T) {
 	scen := harnessScenarios()
 	out, err := runResumeHarness(t, proxied, proxied, scen)
 	requireResumed(t, "resume-scenarios(disk store)", scen, out, err)
+}
+
+// TestResumeOfficialClientCompactAtRest is TestResumeOfficialClientDiskStore with compaction
+// at rest on (AGUI_COMPACT_AFTER's sweeper, here sweeping every 20 ms for runs ended 1 ms
+// ago): the reattachments after a run's end meet runs whose events were already replaced by
+// their merged form, and the official client must still end with the uninterrupted run's
+// messages and state (an id inside a compacted run is answered with the full history). The
+// test fails if nothing was compacted while the harness ran.
+func TestResumeOfficialClientCompactAtRest(t *testing.T) {
+	requireOfficialClient(t)
+	store, err := recorder.OpenDiskStore(t.Context(), recorder.DiskConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	svc, err := thread.New(thread.Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compacted atomic.Int64
+	sw, err := thread.NewRestSweeper(svc, time.Millisecond, 20*time.Millisecond, func(r thread.RestResult) {
+		if r == thread.RestCompacted {
+			compacted.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { sw.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	proxied := startProxy(t, startDemo(t), store)
+	scen := harnessScenarios()
+	out, err := runResumeHarness(t, proxied, proxied, scen)
+	requireResumed(t, "resume-scenarios(disk store, compaction at rest)", scen, out, err)
+	if compacted.Load() == 0 {
+		t.Fatal("no run was compacted at rest while the harness ran")
+	}
+	t.Logf("%d runs compacted at rest during the harness", compacted.Load())
 }
 
 // tamperStream forwards every request to target (same path and query) and passes each

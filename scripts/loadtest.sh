@@ -12,6 +12,9 @@
 #   fanout1   1 run × 1,000 attachers (run attach), 60 events at 1 s
 #   fanout5   1,000 runs × 5 attachers each
 #   fanout2r  fanout5 with the attachers on a second replica on the same Redis
+#   follow    200 threads × 10 idle ?follow=1 followers once their 5-event run ended (memory per
+#             idle follower: VmRSS, and heap and stack from the proxy's pprof after forced GCs),
+#             then one more run per thread that must reach every follower
 # Default: c1 c100 c50. Environment: CONFIGS (default "redis-async memory"; also norecord,
 # redis-sync), OUT (directory for the JSON reports, default bin/loadtest), SOAK_C.
 # The proxy holds 2 descriptors per stream: the soak needs `ulimit -n` above 2 × SOAK_C; the
@@ -25,7 +28,7 @@ configs=${CONFIGS:-redis-async memory}
 out=${OUT:-bin/loadtest}
 soak_c=${SOAK_C:-9900}
 mkdir -p "$out"
-agent_port=18700; proxy_port=18701; redis_port=18702; plain_port=18703; nginx_port=18704; replica_port=18705
+agent_port=18700; proxy_port=18701; redis_port=18702; plain_port=18703; nginx_port=18704; replica_port=18705; pprof_port=18706
 DEMO_LISTEN=127.0.0.1:$agent_port DEMO_LOG_LEVEL=warn ./bin/demo-agent & agent=$!
 redis-server --port $redis_port --bind 127.0.0.1 --save "" --appendonly no --daemonize no --maxclients 20000 >/dev/null & redis=$!
 px=; px2=
@@ -45,6 +48,7 @@ args() {
     soak) echo "-c $soak_c -events 60 -interval 1s -ramp 20s -duration 5m" ;;
     fanout1) echo "-c 1 -attach 1000 -events 60 -interval 1s -ramp 10s" ;;
     fanout5|fanout2r) echo "-c 1000 -attach 5 -events 60 -interval 1s -ramp 15s -duration 5m" ;;
+    follow) echo "-c 200 -follow 10 -events 5 -interval 0 -duration 5m -pprof-url http://127.0.0.1:$pprof_port" ;;
     *) echo "unknown profile $1" >&2; exit 2 ;;
   esac
 }
@@ -71,6 +75,7 @@ bench() { # name profile url pid [extra...]
     (if .target then "cpu \(.target.cpu_us_per_event|floor)us/event rss \(.target.rss_per_stream_bytes/1024|floor)KiB/stream peak \(.target.peak_rss_bytes/1048576|floor)MiB fds \(.target.peak_fds) | " else "" end) +
     "redis \(.redis.commands_per_event // 0 | .*1000|floor/1000) cmd/event \(.redis.net_bytes_per_event // 0 | floor) B/event | \(.events_per_second|floor) ev/s" +
     (if .fanout then " | fan-out \(.fanout.completed)/\(.fanout.attachers) \(.fanout.rss_per_attacher_bytes/1024|floor)KiB/attacher redis \(.fanout.redis_commands_per_live_event*100|floor/100) cmd/event once attached \(.fanout.cpu_us_per_delivered_event*100|floor/100)us/delivered p99 \(.fanout.latency.p99_ms)ms" else "" end) +
+    (if .follow then " | follow \(.follow.replay_complete)/\(.follow.followers) replay_complete, next run reached \(.follow.reached_by_next_run) | \(.follow.rss_per_follower_bytes/1024*10|floor/10)KiB/follower rss, heap \((.follow.heap_per_follower_bytes // 0)/1024*10|floor/10)KiB stack \((.follow.stack_per_follower_bytes // 0)/1024*10|floor/10)KiB goroutines \((.follow.goroutines_per_follower // 0)*100|floor/100)/follower" + (if (.follow.errors|length) > 0 then " errors \(.follow.errors)" else "" end) else "" end) +
     (if (.errors|length) > 0 then " | errors \(.errors)" else "" end)' "$out/$p-$name.json"
   case $name in proxy-*)
     echo "   proxy counters: $(curl -sf "${url%/}/metrics" | grep -E '^agui_proxy_(recorder_dropped_events_total|recorder_backpressure_waits_total|slow_clients_dropped_total)' | tr '\n' ' ')" ;;
@@ -106,11 +111,12 @@ cfg_env() { # config name -> KEY=value words
 
 for p in $profiles; do
   case $p in
-  fanout*)
+  fanout*|follow)
     for cfg in $configs; do
       [ "$cfg" = norecord ] && continue # nothing to attach to
       [ "$p" = fanout2r ] && [ "${cfg#redis-}" = "$cfg" ] && continue # replicas share only Redis
       read -ra env <<<"$(cfg_env "$cfg")"
+      [ "$p" = follow ] && env+=(AGUI_PPROF_LISTEN=127.0.0.1:$pprof_port)
       start_proxy $proxy_port "${env[@]}"
       extra=()
       if [ "$p" = fanout2r ]; then

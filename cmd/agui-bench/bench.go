@@ -55,6 +55,12 @@ type options struct {
 	Redis string
 	// posted, when set, counts the events the POSTing clients received (set by bench).
 	posted *atomic.Int64
+	// Follow is the number of ?follow=1 thread attachers per thread (follow mode), opened
+	// once every run has ended; one more run per thread follows once they are all idle.
+	Follow int
+	// PprofURL is the origin of the target's net/http/pprof listener: follow mode reads its
+	// heap and stack in use there, after forced garbage collections.
+	PprofURL string
 	// PlainProxy, when set, serves a plain httputil.ReverseProxy to URL on this address
 	// instead of running a bench (the baseline of scripts/loadtest.sh).
 	PlainProxy string
@@ -140,6 +146,7 @@ type result struct {
 	Cut     int       `json:"cut"`
 	RampMs  int       `json:"ramp_ms"`
 	Fanout  *fanout   `json:"fanout,omitempty"`
+	Follow  *follow   `json:"follow,omitempty"`
 	Redis   *redisUse `json:"redis,omitempty"`
 }
 
@@ -155,7 +162,8 @@ type runStats struct {
 
 // bench runs the load and measures it. It returns when every run has ended, at the latest
 // at opts.Duration. With Ramp the runs open evenly over that time (soak mode); with Attach,
-// once every run has started, Attach attachers per run open over the same ramp (fan-out mode).
+// once every run has started, Attach attachers per run open over the same ramp (fan-out mode);
+// with Follow, once every run has ended, Follow ?follow=1 attachers per thread (follow mode).
 func bench(ctx context.Context, opts options) (*result, error) {
 	u, err := checkTarget(opts.URL, opts.AllowRemote)
 	if err != nil {
@@ -207,7 +215,9 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	start := time.Now()
 	tag := start.UnixNano()
 	ramped(ctx, opts.C, opts.Ramp, func(i int) {
-		wg.Go(func() { stats[i] = runOne(ctx, client, u.String(), opts, tag, i, started.Done) })
+		wg.Go(func() {
+			stats[i] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i), started.Done)
+		})
 	})
 	var fo *fanout
 	var atts []attachStats
@@ -245,12 +255,18 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	var fol *follow
+	if opts.Follow > 0 && ctx.Err() == nil {
+		if fol, err = runFollow(ctx, client, u, opts, tag, smp); err != nil {
+			return nil, err
+		}
+	}
 
 	res := &result{
 		URL: u.String(), Scenario: opts.Scenario, Concurrency: opts.C, EventsPerRun: opts.Events,
 		IntervalMs: int(opts.Interval / time.Millisecond), Runs: opts.C, WallSeconds: wall.Seconds(),
 		Errors: map[string]int{}, DurationHit: ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded),
-		RampMs: int(opts.Ramp / time.Millisecond), Fanout: fo,
+		RampMs: int(opts.Ramp / time.Millisecond), Fanout: fo, Follow: fol,
 	}
 	var lat, ttfe []int64
 	for _, s := range stats {
@@ -334,6 +350,9 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		if fo != nil {
 			streams += int64(fo.Attachers)
 		}
+		if fol != nil {
+			streams += int64(fol.Followers + fol.NextRuns)
+		}
 		t.RSSPerStreamBytes = (t.PeakRSSBytes - t.StartRSSBytes) / streams
 		res.Target = t
 	}
@@ -362,9 +381,9 @@ func ramped(ctx context.Context, n int, ramp time.Duration, open func(i int)) {
 func benchThread(tag int64, i int) string { return fmt.Sprintf("bench-thread-%d-%d", tag, i) }
 func benchRun(tag int64, i int) string    { return fmt.Sprintf("bench-%d-%d", tag, i) }
 
-// runOne performs one run and reads its stream to the end.
+// runOne performs run runID on threadID and reads its stream to the end.
 // started is called once: at the first event, or when the run ends without one.
-func runOne(ctx context.Context, client *http.Client, target string, opts options, tag int64, i int, started func()) runStats {
+func runOne(ctx context.Context, client *http.Client, target string, opts options, threadID, runID string, started func()) runStats {
 	st := runStats{ttfe: -1, latencies: make([]int64, 0, min(opts.Events, 1<<20))}
 	var once sync.Once
 	defer once.Do(started)
@@ -373,7 +392,7 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 		props["size"] = opts.Size
 	}
 	body, _ := json.Marshal(map[string]any{
-		"threadId": benchThread(tag, i), "runId": benchRun(tag, i),
+		"threadId": threadID, "runId": runID,
 		"state": map[string]any{}, "messages": []any{}, "tools": []any{}, "context": []any{},
 		"forwardedProps": props,
 	})

@@ -146,6 +146,10 @@ func TestParseFlags(t *testing.T) {
 		{"c zero", []string{"-url", "http://127.0.0.1:1/", "-c", "0"}, false},
 		{"negative duration", []string{"-url", "http://127.0.0.1:1/", "-duration", "-1s"}, false},
 		{"too many events", []string{"-url", "http://127.0.0.1:1/", "-events", "20000000"}, false},
+		{"follow", []string{"-url", "http://127.0.0.1:1/", "-c", "200", "-follow", "10", "-pprof-url", "http://127.0.0.1:2"}, true},
+		{"follow and attach", []string{"-url", "http://127.0.0.1:1/", "-follow", "1", "-attach", "1"}, false},
+		{"too many followers", []string{"-url", "http://127.0.0.1:1/", "-c", "200", "-follow", "101"}, false},
+		{"remote pprof", []string{"-url", "http://127.0.0.1:1/", "-pprof-url", "http://192.0.2.1/"}, false},
 		{"extra args", []string{"-url", "http://127.0.0.1:1/", "x"}, false},
 	}
 	for _, tt := range tests {

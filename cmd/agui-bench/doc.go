@@ -12,10 +12,18 @@
 //     per event and its peak RSS (VmHWM from /proc/PID/status; a high-water mark since the
 //     process started, not only during the run).
 //
+// Fan-out mode (-attach N) opens N run attachers per run once every run started; follow mode
+// (-follow N) opens N ?follow=1 thread attachers per thread once every run ended, waits until
+// each got the prelude's replay_complete marker, reports the target's memory per idle
+// follower (VmRSS delta with -pid; heap and stack in use after forced GCs with -pprof-url,
+// the proxy's AGUI_PPROF_LISTEN), then POSTs one more run per thread and counts the followers
+// it reached.
+//
 // Usage:
 //
 //	agui-bench -url http://127.0.0.1:8000/ -c 50 -events 10000 -interval 0 -pid $(pgrep -n demo-agent)
 //	agui-bench -url http://127.0.0.1:8080/agent -c 100 -events 200 -interval 5ms -json
+//	agui-bench -url http://127.0.0.1:8080/ -c 200 -events 5 -interval 0 -follow 10 -pid $(pgrep -n agui-proxy) -pprof-url http://127.0.0.1:6060
 //
 // Every loop is bounded: each run by its event count and all of them by -duration. Only
 // loopback targets are accepted unless -allow-remote is given. The interval travels as whole

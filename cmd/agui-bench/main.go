@@ -52,7 +52,7 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	} else {
 		printText(stdout, res)
 	}
-	if len(res.Errors) > 0 {
+	if len(res.Errors) > 0 || res.Follow != nil && len(res.Follow.Errors) > 0 {
 		return 1
 	}
 	return 0
@@ -80,6 +80,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	attachURLs := fs.String("attach-url", "", "comma-separated proxy origins the attachers use, round robin (default: -url's origin)")
 	fs.IntVar(&o.AttachPID, "attach-pid", 0, "fan-out mode: measure the attachers' memory and CPU on this process (the -attach-url replica) instead of -pid")
 	fs.StringVar(&o.AttachPrefix, "attach-prefix", "/agui/", "the proxies' attach prefix")
+	fs.IntVar(&o.Follow, "follow", 0, "follow mode: idle ?follow=1 thread attachers per thread, opened once every run ended; then one more run per thread must reach each (0..10000)")
+	fs.StringVar(&o.PprofURL, "pprof-url", "", "follow mode: origin of the target's pprof listener (AGUI_PPROF_LISTEN), to read heap and stack in use per follower after forced GCs")
 	fs.StringVar(&o.Redis, "redis", "", "host:port of a Redis whose commands are counted (INFO stats)")
 	fs.StringVar(&o.PlainProxy, "plain-proxy", "", "serve a plain httputil.ReverseProxy to -url on this address instead of benching")
 	if err := fs.Parse(args); err != nil {
@@ -113,6 +115,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.Attach < 0 || o.C*o.Attach > 20000 {
 		errs = append(errs, fmt.Errorf("-attach %d: want 0.. with -c × -attach at most 20000", o.Attach))
+	}
+	if o.Follow < 0 || o.C*o.Follow > 20000 {
+		errs = append(errs, fmt.Errorf("-follow %d: want 0.. with -c × -follow at most 20000", o.Follow))
+	}
+	if o.Follow > 0 && o.Attach > 0 {
+		errs = append(errs, errors.New("-follow and -attach are separate modes: give one"))
+	}
+	if o.PprofURL != "" {
+		if _, err := checkTarget(o.PprofURL, o.AllowRemote); err != nil {
+			errs = append(errs, fmt.Errorf("-pprof-url: %w", err))
+		}
 	}
 	for _, a := range o.AttachURLs {
 		if _, err := checkTarget(a, o.AllowRemote); err != nil {
@@ -154,6 +167,16 @@ func printText(w io.Writer, r *result) {
 			float64(f.RSSBeforeBytes)/(1<<20), float64(f.RSSAfterBytes)/(1<<20), float64(f.RSSPerAttacherBytes)/1024, f.CPUMicrosPerDelivered, f.RedisPerLiveEvent)
 		for k, n := range f.Errors {
 			fmt.Fprintf(w, "fan-out err %d × %s\n", n, k)
+		}
+	}
+	if f := r.Follow; f != nil {
+		fmt.Fprintf(w, "follow      %d idle followers (%d/thread): %d got replay_complete; %d/%d later runs completed, reached %d followers\n",
+			f.Followers, f.PerThread, f.ReplayComplete, f.NextRunsCompleted, f.NextRuns, f.Reached)
+		fmt.Fprintf(w, "follow mem  rss %.1f -> %.1f MiB: %.1f KiB/follower; heap %.1f KiB + stack %.1f KiB/follower; %.2f goroutines/follower\n",
+			float64(f.RSSBeforeBytes)/(1<<20), float64(f.RSSAfterBytes)/(1<<20), float64(f.RSSPerFollowerBytes)/1024,
+			float64(f.HeapPerFollowerBytes)/1024, float64(f.StackPerFollowerBytes)/1024, f.GoroutinesPerFollower)
+		for k, n := range f.Errors {
+			fmt.Fprintf(w, "follow err  %d × %s\n", n, k)
 		}
 	}
 	if r.Redis != nil {

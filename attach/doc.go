@@ -33,8 +33,9 @@
 // sequence number, and the live tail is a subscription to the run's live hub (package live)
 // strictly after that number: the pump's own hub when this process pumps the run, else one
 // store follower shared by the run's attachers here. What the hub's backlog no longer holds
-// is read from the store first; every event is delivered in seq order once. Any replica
-// sharing the store can serve any run.
+// is read from the store first (a store read that fails there is tried again from the last
+// event written, with heartbeats, while the client stays); every event is delivered in seq
+// order once. Any replica sharing the store can serve any run.
 //
 // Preludes cost one checkpoint plus the events after it: when a run ends its compacted branch is
 // stored (Checkpoint), and a checkpoint missing for any reason is rebuilt from the nearest

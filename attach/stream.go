@@ -282,17 +282,64 @@ func (h *Handler) tail(ctx context.Context, s *stream, run *recorder.Run, afterS
 
 // catchUp writes the run's stored events in (after, until] with a store subscription: the
 // part of the seam the live hub no longer holds. It returns io.EOF when the run ended there.
+//
+// The stream has started, so a store read that fails here is retried, not turned into a
+// stream that ends without its terminal event (design.md F12: a stream that started waits for
+// the store): a failed Follow or Next is followed again from the last event written, with
+// backoff and heartbeats, while the client is there. Under thousands of simultaneous
+// catch-ups a Follow can fail for want of a pooled connection (redis: connection pool
+// timeout); such attach streams used to end with no event at all. Only what retrying cannot
+// mend ends the stream: the run or thread gone, the store closed, the client gone.
 func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, after, until int64, spans *ephemeralSpans) (int64, error) {
 	if h.follower == nil {
 		return after, problem.ErrLiveTailsUnsupported
 	}
-	sub, err := h.follower.Follow(ctx, run.ThreadID, run.RunID, after)
-	if err != nil {
-		return after, storeErr(err)
-	}
-	defer sub.Close()
 	last := after
+	var sub recorder.Subscription
+	defer func() {
+		if sub != nil {
+			sub.Close()
+		}
+	}()
+	var backoff time.Duration
+	quietSince, warned := time.Now(), false
+	// retry waits before the next attempt after a failed store read, writing the heartbeat
+	// when the stream was quiet for HeartbeatInterval; it returns what ends the stream.
+	retry := func(cause error) error {
+		if !retryable(cause) || ctx.Err() != nil {
+			return cause
+		}
+		if !warned {
+			h.log.Warn("attach catch-up: store read failed; retrying", "thread_id", run.ThreadID, "run_id", run.RunID, "err", cause)
+			warned = true
+		}
+		backoff = min(max(2*backoff, catchUpMinBackoff), catchUpMaxBackoff)
+		timer := time.NewTimer(backoff)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+		}
+		if h.cfg.HeartbeatInterval > 0 && time.Since(quietSince) >= h.cfg.HeartbeatInterval {
+			if err := s.comment(); err != nil {
+				return err
+			}
+			quietSince = time.Now()
+		}
+		return nil
+	}
 	for last < until {
+		if sub == nil {
+			var err error
+			if sub, err = h.follower.Follow(ctx, run.ThreadID, run.RunID, last); err != nil {
+				sub = nil
+				if err := retry(err); err != nil {
+					return last, storeErr(err)
+				}
+				continue
+			}
+		}
 		next, cancel := ctx, context.CancelFunc(func() {})
 		if h.cfg.HeartbeatInterval > 0 {
 			next, cancel = context.WithTimeout(ctx, h.cfg.HeartbeatInterval)
@@ -301,6 +348,7 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 		cancel()
 		switch {
 		case err == nil:
+			backoff = 0
 			if ev.Seq <= last {
 				continue // never twice
 			}
@@ -312,6 +360,7 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 			if err := s.flush(); err != nil {
 				return last, err
 			}
+			quietSince = time.Now()
 			if agui.IsTerminal(ev.Type) {
 				return last, io.EOF
 			}
@@ -319,11 +368,37 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 			if err := s.comment(); err != nil {
 				return last, err
 			}
-		default:
+			quietSince = time.Now()
+		case errors.Is(err, io.EOF):
 			return last, err
+		default:
+			// Follow again from the last event written (a subscription that failed may
+			// have lost its place: the store's Follow is exact from any seq).
+			sub.Close()
+			sub = nil
+			if err := retry(err); err != nil {
+				return last, err
+			}
 		}
 	}
 	return last, nil
+}
+
+// Backoff bounds between catch-up attempts after a failed store read.
+const (
+	catchUpMinBackoff = 50 * time.Millisecond
+	catchUpMaxBackoff = 2 * time.Second
+)
+
+// retryable reports whether a failed catch-up read may succeed if tried again: not when the
+// run or thread is gone, the store or process is closing, or the stream's context ended.
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, recorder.ErrRunNotFound), errors.Is(err, recorder.ErrThreadNotFound),
+		errors.Is(err, recorder.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, io.EOF):
+		return false
+	}
+	return true
 }
 
 // cursorFrom reads the client's position: the Last-Event-ID header (EventSource reconnects)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,7 +117,16 @@ func normalized(t *testing.T, export string) []string {
 		b, _ := json.Marshal(m)
 		out = append(out, string(b))
 	}
-	slices.Sort(out)
+	// In thread id order: sorting the lines themselves would order them by their first run's
+	// createdAt text, which RFC 3339 writes without trailing zeros (".5Z" sorts after ".535Z").
+	threadID := func(line string) string {
+		var d struct{ ThreadID string }
+		json.Unmarshal([]byte(line), &d)
+		return d.ThreadID
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(strings.Compare(threadID(a), threadID(b)), strings.Compare(a, b))
+	})
 	return out
 }
 

@@ -16,7 +16,8 @@
 //
 // An attacher first sends what the store holds (a compacted prelude, or the events after the
 // client's cursor) up to some seq, then subscribes after that seq. Hub.Subscribe delivers
-// every later event exactly once: those still in the hub's backlog (the latest events,
+// every later event exactly once: those still in the hub's backlog (the latest events the
+// store does not have yet, as the pump learns from the recorder through Hub.PublishStored,
 // bounded in bytes), then those published afterwards. When the backlog no longer reaches back
 // to that seq it reports the gap, and the caller reads the gap from the store first.
 package live

@@ -31,8 +31,9 @@ type Event struct {
 
 // Hub fans one run's events out to its live subscribers. Publish never blocks; a subscriber
 // that falls behind by more than its queue bound is dropped (ErrSlowClient). It keeps the
-// latest DefaultBacklogBytes of events so that a subscriber joining late misses nothing the
-// store does not have yet. A Hub is safe for concurrent use.
+// latest events, at most DefaultBacklogBytes, so that a subscriber joining late misses nothing
+// the store does not have yet; a publisher that knows what the store has (PublishStored)
+// keeps only the rest. A Hub is safe for concurrent use.
 type Hub struct {
 	mu           sync.Mutex
 	subs         map[*Subscriber]struct{}
@@ -55,11 +56,22 @@ func NewHub(backlogBytes int) *Hub {
 
 // Publish queues ev for every subscriber and keeps it in the backlog. Events must be
 // published in seq order; ev.Frame must not be modified afterwards.
-func (h *Hub) Publish(ev Event) {
+func (h *Hub) Publish(ev Event) { h.PublishStored(ev, 0) }
+
+// PublishStored is Publish for a publisher that knows the store holds every event up to
+// storedThrough: the backlog lets those go first, so it holds only what a subscriber could not
+// read from the store yet (plus ev), still at most its byte limit. Subscribe reports the
+// events it no longer holds as the gap to read from the store. On a run whose events are
+// stored as fast as they come, the backlog then holds an event or two instead of the run's
+// latest 16 KiB.
+func (h *Hub) PublishStored(ev Event, storedThrough int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.over {
 		return
+	}
+	if storedThrough > 0 {
+		h.forget(storedThrough)
 	}
 	if ev.Seq > 0 {
 		h.last = ev.Seq
@@ -86,6 +98,22 @@ func (h *Hub) keep(ev Event) {
 		drop++
 	}
 	if drop > 0 {
+		h.backlog = h.backlog[drop:]
+	}
+}
+
+// forget drops the backlog's events with seq <= through. h.mu is held.
+func (h *Hub) forget(through int64) {
+	drop := 0
+	for drop < len(h.backlog) && h.backlog[drop].Seq <= through {
+		h.backlogBytes -= len(h.backlog[drop].Frame)
+		h.backlog[drop] = Event{}
+		drop++
+	}
+	switch {
+	case drop == len(h.backlog):
+		h.backlog = h.backlog[:0]
+	case drop > 0:
 		h.backlog = h.backlog[drop:]
 	}
 }

@@ -65,9 +65,21 @@ func TestHubSeamRandomCuts(t *testing.T) {
 			all[i] = event(int64(i), size)
 		}
 		h := NewHub(backlog)
+		// Half the trials publish as the pump does, telling the hub how far the store got
+		// (which lags by up to 5 events) so the backlog forgets what the store has.
+		tellStored := rng.IntN(2) == 0
+		var stored int64
+		publish := func(i int) {
+			if !tellStored {
+				h.Publish(all[i])
+				return
+			}
+			stored = max(stored, int64(i-1-rng.IntN(6)))
+			h.PublishStored(all[i], stored)
+		}
 		published := rng.IntN(n + 1) // what the pump published before the subscriber came
 		for i := 1; i <= published; i++ {
-			h.Publish(all[i])
+			publish(i)
 		}
 		cut := int64(rng.IntN(published + 1)) // the store had this much when the subscriber read it
 		sub, gapEnd := h.Subscribe(cut, Options{})
@@ -82,7 +94,7 @@ func TestHubSeamRandomCuts(t *testing.T) {
 		rec := httptest.NewRecorder()
 		go func() { done <- sub.WriteTo(rec, nil) }()
 		for i := published + 1; i <= n; i++ {
-			h.Publish(all[i])
+			publish(i)
 			if rng.IntN(4) == 0 {
 				runtime.Gosched()
 			}
@@ -97,9 +109,37 @@ func TestHubSeamRandomCuts(t *testing.T) {
 			want = append(want, seq)
 		}
 		if g := seqs(t, got.Bytes()); fmt.Sprint(g) != fmt.Sprint(want) {
-			t.Fatalf("trial %d (n %d, backlog %d, published %d, cut %d, gap end %d): got %v, want %v",
-				trial, n, backlog, published, cut, gapEnd, g, want)
+			t.Fatalf("trial %d (n %d, backlog %d, stored told %v, published %d, cut %d, gap end %d): got %v, want %v",
+				trial, n, backlog, tellStored, published, cut, gapEnd, g, want)
 		}
+	}
+}
+
+// TestHubForgetsStoredEvents: PublishStored lets the backlog go up to the stored seq, so a
+// subscriber from the start is told to read those from the store; the rest comes from memory.
+func TestHubForgetsStoredEvents(t *testing.T) {
+	h := NewHub(0)
+	for i := int64(1); i <= 5; i++ {
+		h.Publish(event(i, 10))
+	}
+	h.PublishStored(event(6, 10), 4)
+	sub, gapEnd := h.Subscribe(0, Options{})
+	if gapEnd != 4 {
+		t.Fatalf("gap end %d, want 4 (events 1-4 are stored)", gapEnd)
+	}
+	h.PublishStored(event(7, 10), 7) // the event published may be stored already: still kept
+	h.End()
+	rec := httptest.NewRecorder()
+	if err := sub.WriteTo(rec, nil); !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if g := seqs(t, rec.Body.Bytes()); fmt.Sprint(g) != "[5 6 7]" {
+		t.Errorf("got %v, want [5 6 7]", g)
+	}
+	late, gapEnd := h.Subscribe(0, Options{})
+	late.Close()
+	if gapEnd != 6 {
+		t.Errorf("after PublishStored(7, 7), gap end %d, want 6 (the backlog keeps the latest event)", gapEnd)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/internal/runtest"
+	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -366,6 +367,43 @@ func TestLiveSeamRandomCuts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLiveBacklogKeepsOnlyUnstored: the run's hub lets go of the events the recorder has
+// stored (an attacher reads those from the store), so an idle stream holds an event or two in
+// memory instead of its latest 16 KiB. TestLiveAttacherDoesNotWaitForStore covers the other
+// side: events the store does not have yet stay in the backlog.
+func TestLiveBacklogKeepsOnlyUnstored(t *testing.T) {
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	agent := startStepAgent(t)
+	h, px := startProxy(t, agent.URL, Config{Store: store})
+	res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t-backlog", "r-backlog", "chat"), nil)
+	go drain(res)
+	pad := strings.Repeat("x", 1000)
+	for range 10 {
+		agent.emit <- pad
+	}
+	// RUN_STARTED, TEXT_MESSAGE_START and 10 contents: seq 12 is the last.
+	redistest.WaitFor(t, 30*time.Second, "12 events stored", func() bool {
+		return len(storedEvents(t, store, "t-backlog", "r-backlog")) == 12
+	})
+	agent.emit <- pad // published once the 12 are stored: the hub forgets them
+	redistest.WaitFor(t, 30*time.Second, "13 events stored", func() bool {
+		return len(storedEvents(t, store, "t-backlog", "r-backlog")) == 13
+	})
+	h.runs.mu.Lock()
+	rn := h.runs.runs[runKey("t-backlog", "r-backlog")]
+	h.runs.mu.Unlock()
+	if rn == nil {
+		t.Fatal("run not live")
+	}
+	sub, gapEnd := rn.hub.Subscribe(0, live.Options{})
+	sub.Close()
+	if gapEnd < 12 {
+		t.Errorf("a subscriber from the start gets events 1..%d from the store and the rest from the hub's backlog: the backlog still holds stored events", gapEnd)
+	}
+	close(agent.emit)
+	runtest.WaitRunEnded(t, store, "t-backlog", "r-backlog")
 }
 
 // TestLiveFollowThreadShared: 20 ?follow=1 thread attachers of one thread share one reader of

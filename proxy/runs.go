@@ -84,7 +84,21 @@ type run struct {
 	// markFrame records upstream activity for the idle watchdog (nil when it is disabled).
 	markFrame func()
 	idBuf     []byte
+	// unstored are the events handed to the writer that the pump has not yet seen stored,
+	// oldest first (pump goroutine only): once the store has them, the hub's backlog lets them
+	// go (publish).
+	unstored []unstoredEvent
 }
+
+// unstoredEvent is an event queued in the recorder at writer position pos.
+type unstoredEvent struct {
+	seq int64
+	pos uint64
+}
+
+// maxUnstored bounds r.unstored while the store is stuck; losing its oldest entries only
+// delays letting the backlog go (a later event stored means the earlier ones are).
+const maxUnstored = 256
 
 // registry owns the live runs of a Handler and their pump goroutines.
 type registry struct {
@@ -240,11 +254,11 @@ func (r *run) pump(body io.ReadCloser) {
 				r.status = recorder.StatusError
 			}
 			r.settle()
-			r.hub.Publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
+			r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
 			r.hub.End() // the clients' streams end with the terminal event
 			continue
 		}
-		r.hub.Publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
+		r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
 	}
 	r.end(err)
 }
@@ -328,8 +342,33 @@ func (r *run) emitData(typ string, data []byte) error {
 	if typ == r.terminal {
 		r.settle()
 	}
-	r.hub.Publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
+	r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
 	return nil
+}
+
+// publish sends ev to the run's hub, telling it which earlier events the store now holds so
+// that its backlog keeps only the ones an attacher could not read from the store yet.
+func (r *run) publish(ev live.Event) {
+	r.hub.PublishStored(ev, r.storedThrough())
+}
+
+// storedThrough returns the seq through which the recorder has stored the run's events, as
+// far as r.unstored tells (0: no news), and forgets those entries.
+func (r *run) storedThrough() int64 {
+	if len(r.unstored) == 0 {
+		return 0
+	}
+	stored := r.h.writer.Stored()
+	n := 0
+	for n < len(r.unstored) && r.unstored[n].pos <= stored {
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	through := r.unstored[n-1].seq
+	r.unstored = r.unstored[:copy(r.unstored, r.unstored[n:])]
+	return through
 }
 
 // settle records that the run ended (r.status, r.detail, through r.seq) before its terminal
@@ -371,7 +410,13 @@ func (r *run) record(typ string, frame []byte) error {
 	}
 	ev := recorder.Event{Seq: r.seq, Type: typ, Frame: frame}
 	if r.h.cfg.Durability != recorder.DurabilitySync || r.final {
-		r.h.writer.Append(r.meta, ev) // a drop (store stuck past FullWait) is counted, logged and marked as a gap by the writer
+		// A drop (store stuck past FullWait) is counted, logged and marked as a gap by the
+		// writer; its position 0 lets the backlog forget it (the store will never have it).
+		pos, _ := r.h.writer.AppendPos(r.meta, ev)
+		if len(r.unstored) == maxUnstored {
+			r.unstored = r.unstored[:copy(r.unstored, r.unstored[maxUnstored/2:])]
+		}
+		r.unstored = append(r.unstored, unstoredEvent{seq: ev.Seq, pos: pos})
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, syncStoreTimeout)
@@ -380,6 +425,7 @@ func (r *run) record(typ string, frame []byte) error {
 		r.cancel(errStoreTooSlow)
 		return err
 	}
+	r.unstored = append(r.unstored[:0], unstoredEvent{seq: ev.Seq}) // stored: every earlier one too
 	return nil
 }
 

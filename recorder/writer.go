@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -131,6 +132,7 @@ type Writer struct {
 	events   int           // events in q[head:]
 	enq      uint64        // items ever queued
 	done     uint64        // items ever completed (in queue order)
+	stored   atomic.Uint64 // done, read without w.mu (Stored)
 	progress chan struct{} // closed and replaced whenever done advances or the writer stops
 	closed   bool
 	overflow map[runID]bool // runs whose overflow was logged
@@ -224,29 +226,38 @@ func validItem(run Run) error {
 // ErrClosed. Ids and epoch are checked first (errors wrap agui.ErrInvalidID or
 // ErrInvalidEpoch).
 func (w *Writer) Append(run Run, ev Event) error {
+	_, err := w.AppendPos(run, ev)
+	return err
+}
+
+// AppendPos is Append that also returns the event's position in the Writer's queue: the event
+// is stored once Stored() >= pos. A dropped or refused event has position 0 (it will never be
+// stored; the store records the gap instead). A caller that keeps events in memory until the
+// store has them (the live hub's backlog) uses it to let them go.
+func (w *Writer) AppendPos(run Run, ev Event) (pos uint64, err error) {
 	if err := validItem(run); err != nil {
-		return err
+		return 0, err
 	}
 	w.mu.Lock()
 	var waited time.Time
 	for {
 		if w.closed {
 			w.mu.Unlock()
-			return ErrClosed
+			return 0, ErrClosed
 		}
-		if _, ok := w.enqueue(item{run: run, ev: ev}); ok {
+		if pos, ok := w.enqueue(item{run: run, ev: ev}); ok {
 			if !waited.IsZero() {
 				w.st.WaitTime += time.Since(waited)
 			}
 			w.mu.Unlock()
 			w.signal()
-			return nil
+			return pos, nil
 		}
 		wait := w.stuckIn()
 		if wait <= 0 {
 			w.dropLocked(run, ev.Seq)
 			w.mu.Unlock()
-			return ErrBufferFull
+			return 0, ErrBufferFull
 		}
 		if waited.IsZero() {
 			waited = time.Now()
@@ -350,6 +361,10 @@ func (w *Writer) wait(ctx context.Context, pos uint64) error {
 		}
 	}
 }
+
+// Stored returns the position (AppendPos) up to which every queued item is stored. It does not
+// take the Writer's lock: a pump calls it per event.
+func (w *Writer) Stored() uint64 { return w.stored.Load() }
 
 // Finish queues the run's final status after its queued events. lastSeq is the seq of the
 // run's last event; a missing tail becomes a Gap. Finish never drops and never blocks (it
@@ -469,6 +484,7 @@ func (w *Writer) loop() {
 		w.writeStart = time.Time{}
 		w.events -= n
 		w.done += uint64(len(take))
+		w.stored.Store(w.done)
 		for _, it := range take {
 			if it.finish != nil {
 				delete(w.overflow, runID{it.run.ThreadID, it.run.RunID})

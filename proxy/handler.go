@@ -549,6 +549,10 @@ func (h *Handler) renewAll(until time.Time) {
 	runs := h.runs.list()
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.LeaseInterval)
 	defer cancel()
+	if bl, ok := h.leaser.(recorder.BatchLeaser); ok {
+		h.renewBatch(ctx, bl, runs, until)
+		return
+	}
 	next := make(chan *run)
 	var wg sync.WaitGroup
 	for range min(leaseRenewers, len(runs)) {
@@ -571,6 +575,33 @@ func (h *Handler) renewAll(until time.Time) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// renewBatch is renewAll on a store that renews many leases per round trip: one call for
+// every live run (Redis: a few script calls in one pipeline, where one call per run cost
+// more Redis CPU than the events of a run streaming one per second).
+func (h *Handler) renewBatch(ctx context.Context, bl recorder.BatchLeaser, runs []*run, until time.Time) {
+	if len(runs) == 0 {
+		return
+	}
+	refs := make([]recorder.RunRef, len(runs))
+	for i, rn := range runs {
+		refs[i] = recorder.RunRef{ThreadID: rn.meta.ThreadID, RunID: rn.meta.RunID}
+	}
+	outcomes, err := bl.RenewLeases(ctx, h.cfg.Node, until, refs)
+	if err != nil {
+		h.log.LogAttrs(ctx, slog.LevelWarn, "could not renew the run leases", slog.Int("runs", len(runs)), slog.Any("err", err))
+		return
+	}
+	for i, o := range outcomes {
+		switch o {
+		case recorder.LeaseStop:
+			runs[i].cancel(thread.ErrStopped)
+		case recorder.LeaseNoRun:
+			h.log.LogAttrs(ctx, slog.LevelWarn, "could not renew a run lease",
+				slog.String("thread_id", runs[i].meta.ThreadID), slog.String("run_id", runs[i].meta.RunID), slog.Any("err", recorder.ErrRunNotFound))
+		}
+	}
 }
 
 // checkpointQueue bounds the ended runs waiting for their checkpoint. A run that finds it full

@@ -233,3 +233,43 @@ func TestHostileIDsNeverReachRedis(t *testing.T) {
 		t.Errorf("the agent was called %d times", calls.Load())
 	}
 }
+
+// TestRedisStopFromOtherReplica: a stop posted to replica B for a run that replica A pumps is
+// carried by A's lease renewals (one batched renewal for all of A's runs on Redis), and A's
+// client sees the run end with RUN_ERROR CANCELLED while its other run goes on.
+func TestRedisStopFromOtherReplica(t *testing.T) {
+	store := newRedisStore(t, redistest.Start(t))
+	agent := startStepAgent(t)
+	cfg := Config{Store: store, LeaseInterval: 50 * time.Millisecond, AllowConcurrentRuns: true}
+	cfgA, cfgB := cfg, cfg
+	cfgA.Node, cfgB.Node = "node-a", "node-b"
+	_, pxA := startProxy(t, agent.URL, cfgA)
+	_, pxB := startProxy(t, agent.URL, cfgB)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a stop never carried: fail, not hang
+	defer cancel()
+	stopped := runtest.PostRun(t, ctx, pxA.URL, runtest.RunBody("t-stop", "r-stop", "chat"), nil)
+	defer stopped.Body.Close()
+	other := runtest.PostRun(t, t.Context(), pxA.URL, runtest.RunBody("t-go-on", "r-go-on", "chat"), nil)
+	defer other.Body.Close()
+	waitRun(t, store, "t-stop", "r-stop")
+	res, err := http.Post(pxB.URL+"/agui/threads/t-stop/runs/r-stop/stop", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("stop on replica B = %d, want 202", res.StatusCode)
+	}
+	b, _ := io.ReadAll(stopped.Body)
+	if !strings.Contains(string(b), `"RUN_ERROR"`) || !strings.Contains(string(b), "CANCELLED") {
+		t.Fatalf("the stopped run's stream ended without RUN_ERROR CANCELLED:\n%s", b)
+	}
+	if r := runtest.WaitRunEnded(t, store, "t-stop", "r-stop"); r.Detail != "CANCELLED" {
+		t.Errorf("stopped run = %s %s, want error CANCELLED", r.Status, r.Detail)
+	}
+	if r, err := store.Run(t.Context(), "t-go-on", "r-go-on"); err != nil || r.Status != recorder.StatusRunning || r.Node != "node-a" {
+		t.Errorf("the other run = %+v, %v, want still running on node-a", r, err)
+	}
+	close(agent.emit)
+	drain(other)
+}

@@ -94,6 +94,18 @@ func keysFor(prefix, threadID, runID string) (runKeys, error) {
 	return k, nil
 }
 
+// runHashKey validates both ids and returns the run hash key alone (a lease renewal needs no
+// other key: one allocation instead of keysFor's six).
+func runHashKey(prefix, threadID, runID string) (string, error) {
+	if err := validateThreadKey(threadID); err != nil {
+		return "", err
+	}
+	if err := agui.ValidateID("runId", runID); err != nil {
+		return "", err
+	}
+	return key(prefix, threadID, kindRun, runID), nil
+}
+
 // hashTag returns the part of k that Redis Cluster hashes: the text between the first '{' and
 // the first '}' after it, or all of k when there is no such non-empty section.
 func hashTag(k string) string {

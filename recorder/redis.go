@@ -32,6 +32,8 @@ var (
 	putCheckpointLua string
 	//go:embed lease.lua
 	leaseLua string
+	//go:embed renew_leases.lua
+	renewLeasesLua string
 	//go:embed stop.lua
 	stopLua string
 	//go:embed delete_thread.lua
@@ -43,6 +45,7 @@ var (
 	deleteRunScript     = redis.NewScript(deleteRunLua)
 	putCheckpointScript = redis.NewScript(putCheckpointLua)
 	leaseScript         = redis.NewScript(leaseLua)
+	renewLeasesScript   = redis.NewScript(renewLeasesLua)
 	stopScript          = redis.NewScript(stopLua)
 	deleteThreadScript  = redis.NewScript(deleteThreadLua)
 )

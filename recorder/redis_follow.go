@@ -827,7 +827,7 @@ func (t *tailer) checkQuiet(conn tailCmdable) error {
 // RenewLease implements Leaser: one call of lease.lua, which writes only while the run is
 // running.
 func (s *RedisStore) RenewLease(ctx context.Context, threadID, runID, node string, until time.Time) (bool, error) {
-	k, err := keysFor(s.prefix, threadID, runID)
+	k, err := runHashKey(s.prefix, threadID, runID)
 	if err != nil {
 		return false, err
 	}
@@ -835,7 +835,7 @@ func (s *RedisStore) RenewLease(ctx context.Context, threadID, runID, node strin
 		return false, err
 	}
 	// Renewals of many runs share pipelines (the proxy renews its runs concurrently).
-	keys, args := []string{k.run}, []any{node, leaseMs(until)}
+	keys, args := []string{k}, []any{node, leaseMs(until)}
 	var cmd *redis.Cmd
 	answered, err := s.co.do(ctx, func(p redis.Pipeliner) { cmd = leaseScript.EvalSha(ctx, p, keys, args...) })
 	if answered && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -849,6 +849,92 @@ func (s *RedisStore) RenewLease(ctx context.Context, threadID, runID, node strin
 		return false, scriptError(err, fmt.Sprintf("renewing the lease of run %q in thread %q", runID, threadID))
 	}
 	return n == 1, nil
+}
+
+// renewLeasesChunk bounds the runs renewed by one renew_leases.lua call, so one call never
+// blocks Redis for long (about 1 µs per run).
+const renewLeasesChunk = 256
+
+// RenewLeases implements BatchLeaser: renew_leases.lua over chunks of up to renewLeasesChunk
+// runs (on Cluster, each chunk within one slot), all in one pipeline.
+func (s *RedisStore) RenewLeases(ctx context.Context, node string, until time.Time, runs []RunRef) ([]LeaseOutcome, error) {
+	keys := make([]string, len(runs))
+	for i, r := range runs {
+		k, err := runHashKey(s.prefix, r.ThreadID, r.RunID)
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = k
+	}
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	// Chunks of indices into runs: on Cluster each chunk's keys share a slot.
+	var chunks [][]int
+	if s.appendBySlot {
+		bySlot := map[uint16]int{} // slot -> its open chunk
+		for i, k := range keys {
+			slot := keySlot(k)
+			c, ok := bySlot[slot]
+			if !ok || len(chunks[c]) == renewLeasesChunk {
+				c = len(chunks)
+				bySlot[slot] = c
+				chunks = append(chunks, nil)
+			}
+			chunks[c] = append(chunks[c], i)
+		}
+	} else {
+		for from := 0; from < len(keys); from += renewLeasesChunk {
+			c := make([]int, 0, min(renewLeasesChunk, len(keys)-from))
+			for i := from; i < min(from+renewLeasesChunk, len(keys)); i++ {
+				c = append(c, i)
+			}
+			chunks = append(chunks, c)
+		}
+	}
+	args := []any{node, leaseMs(until)}
+	run := func(eval bool) ([]redis.Cmder, error) {
+		return s.w.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range chunks {
+				ks := make([]string, len(c))
+				for j, i := range c {
+					ks[j] = keys[i]
+				}
+				if eval {
+					renewLeasesScript.Eval(ctx, p, ks, args...)
+				} else {
+					renewLeasesScript.EvalSha(ctx, p, ks, args...)
+				}
+			}
+			return nil
+		})
+	}
+	cmds, err := run(false)
+	if err != nil && hasNoScript(cmds) {
+		cmds, err = run(true)
+	}
+	if err != nil {
+		return nil, scriptError(err, fmt.Sprintf("renewing the leases of %d runs", len(runs)))
+	}
+	out := make([]LeaseOutcome, len(runs))
+	for ci, c := range chunks {
+		res, err := cmds[ci].(*redis.Cmd).Int64Slice()
+		if err != nil || len(res) != len(c) {
+			return nil, fmt.Errorf("renewing the leases of %d runs: unexpected reply %v (%v)", len(runs), res, err)
+		}
+		for j, i := range c {
+			switch res[j] {
+			case 1:
+				out[i] = LeaseStop
+			case -1:
+				out[i] = LeaseNoRun
+			}
+		}
+	}
+	return out, nil
 }
 
 // RequestStop implements Leaser: stop.lua sets the run's stop flag while it is running.
@@ -873,6 +959,7 @@ func leaseMs(t time.Time) int64 {
 }
 
 var (
-	_ Follower = (*RedisStore)(nil)
-	_ Leaser   = (*RedisStore)(nil)
+	_ Follower    = (*RedisStore)(nil)
+	_ Leaser      = (*RedisStore)(nil)
+	_ BatchLeaser = (*RedisStore)(nil)
 )

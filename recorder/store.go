@@ -261,6 +261,33 @@ type Leaser interface {
 	RequestStop(ctx context.Context, threadID, runID string) error
 }
 
+// RunRef names one run of one thread.
+type RunRef struct{ ThreadID, RunID string }
+
+// LeaseOutcome is what renewing one run's lease found (BatchLeaser).
+type LeaseOutcome int8
+
+// The outcomes of a lease renewal.
+const (
+	// LeaseRenewed: the lease was renewed, or the run is no longer running (it keeps its lease).
+	LeaseRenewed LeaseOutcome = iota
+	// LeaseStop: renewed, and RequestStop was called for the run: the node cancels it.
+	LeaseStop
+	// LeaseNoRun: the store has no such run (RenewLease's ErrRunNotFound).
+	LeaseNoRun
+)
+
+// BatchLeaser is a Leaser that renews the leases of many runs in a few round trips, for a
+// replica that pumps thousands of runs (RedisStore: one script call per chunk of runs in one
+// pipeline, instead of one call per run).
+type BatchLeaser interface {
+	Leaser
+	// RenewLeases is RenewLease for every run in runs, with the same node and expiry:
+	// outcomes[i] is runs[i]'s. An error means no outcome is known (the renewal as a whole
+	// failed); an invalid id fails the whole call before anything is sent.
+	RenewLeases(ctx context.Context, node string, until time.Time, runs []RunRef) (outcomes []LeaseOutcome, err error)
+}
+
 // ErrInvalidCursor is returned by ParseCursor for a malformed event id.
 var ErrInvalidCursor = errors.New("invalid event id")
 

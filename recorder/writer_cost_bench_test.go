@@ -24,19 +24,32 @@ import (
 // default 2 s interval and one event per second.
 func BenchmarkWriterRedisCost(b *testing.B) {
 	for _, runs := range []int{1, 16, 256} {
-		for _, lease := range []bool{false, true} {
+		for _, lease := range []leaseMode{noLease, leasePerRun, leaseBatch} {
 			name := fmt.Sprintf("runs=%d", runs)
-			if lease {
+			switch lease {
+			case leasePerRun:
 				name += "/lease"
+			case leaseBatch:
+				name += "/lease-batch"
 			}
 			b.Run(name, func(b *testing.B) { benchWriterRedisCost(b, runs, 1, lease) })
 		}
 	}
 	// The 50 × 10,000 no-delay profile: full batches of 512 events, about 10 of each run.
-	b.Run("runs=50/per=10", func(b *testing.B) { benchWriterRedisCost(b, 50, 10, false) })
+	b.Run("runs=50/per=10", func(b *testing.B) { benchWriterRedisCost(b, 50, 10, noLease) })
 }
 
-func benchWriterRedisCost(b *testing.B, runs, per int, lease bool) {
+// leaseMode is how benchWriterRedisCost renews the runs' leases, once per 2 events of each
+// run (the proxy's 2 s lease interval at 1 event per second).
+type leaseMode int
+
+const (
+	noLease     leaseMode = iota
+	leasePerRun           // RenewLease per run
+	leaseBatch            // one RenewLeases for all runs (what the proxy does on Redis)
+)
+
+func benchWriterRedisCost(b *testing.B, runs, per int, lease leaseMode) {
 	srv := redistest.Start(b)
 	c := srv.Client(b)
 	s := newRedisStore(b, recorder.RedisConfig{URL: srv.URL(), Prefix: "agui"})
@@ -53,6 +66,10 @@ func benchWriterRedisCost(b *testing.B, runs, per int, lease bool) {
 		if _, err := s.CreateRun(ctx, rs[i], recorder.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+	refs := make([]recorder.RunRef, runs)
+	for i, r := range rs {
+		refs[i] = recorder.RunRef{ThreadID: r.ThreadID, RunID: r.RunID}
 	}
 	frames := make([][]byte, runs)
 	for i := range frames {
@@ -75,10 +92,16 @@ func benchWriterRedisCost(b *testing.B, runs, per int, lease bool) {
 		if err := w.Flush(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if lease && seq%2 == 0 {
-			for _, r := range rs {
-				if _, err := s.RenewLease(ctx, r.ThreadID, r.RunID, "node-1", time.Now().Add(time.Minute)); err != nil {
+		if lease != noLease && seq%2 == 0 {
+			if lease == leaseBatch {
+				if _, err := s.RenewLeases(ctx, "node-1", time.Now().Add(time.Minute), refs); err != nil {
 					b.Fatal(err)
+				}
+			} else {
+				for _, r := range rs {
+					if _, err := s.RenewLease(ctx, r.ThreadID, r.RunID, "node-1", time.Now().Add(time.Minute)); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 		}

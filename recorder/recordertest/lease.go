@@ -2,6 +2,7 @@ package recordertest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ var leaseTests = []struct {
 	{"StopRequest", testLeaseStop},
 	{"IgnoredAfterFinish", testLeaseAfterFinish},
 	{"NotFound", testLeaseNotFound},
+	{"Batch", testLeaseBatch},
 }
 
 // runLease runs the lease subtests; stores that are not Leasers skip them.
@@ -147,4 +149,59 @@ func testLeaseNotFound(t *testing.T, s recorder.Store, l recorder.Leaser) {
 	if _, err := s.Thread(t.Context(), "nope"); !errors.Is(err, recorder.ErrThreadNotFound) {
 		t.Errorf("Thread(nope) after refused lease calls = %v, want ErrThreadNotFound", err)
 	}
+}
+
+// testLeaseBatch: a BatchLeaser's RenewLeases answers each run as RenewLease would, in order,
+// across more runs and threads than one call of the store takes.
+func testLeaseBatch(t *testing.T, s recorder.Store, l recorder.Leaser) {
+	bl, ok := l.(recorder.BatchLeaser)
+	if !ok {
+		t.Skipf("%T does not implement recorder.BatchLeaser", s)
+	}
+	if out, err := bl.RenewLeases(t.Context(), "n", leaseAt, nil); err != nil || len(out) != 0 {
+		t.Errorf("RenewLeases(no runs) = %v, %v, want nothing", out, err)
+	}
+	var refs []recorder.RunRef
+	want := map[recorder.RunRef]recorder.LeaseOutcome{}
+	for i := range 600 {
+		ref := recorder.RunRef{ThreadID: fmt.Sprintf("t%d", i%7), RunID: fmt.Sprintf("r%d", i)}
+		refs = append(refs, ref)
+		if i%100 == 42 {
+			want[ref] = recorder.LeaseNoRun // never created
+			continue
+		}
+		mustCreate(t, s, newRun(ref.ThreadID, ref.RunID))
+		want[ref] = recorder.LeaseRenewed
+		switch i % 100 {
+		case 7:
+			if err := l.RequestStop(t.Context(), ref.ThreadID, ref.RunID); err != nil {
+				t.Fatal(err)
+			}
+			want[ref] = recorder.LeaseStop
+		case 9:
+			if err := s.FinishRun(t.Context(), ref.ThreadID, ref.RunID, recorder.StatusFinished, "", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out, err := bl.RenewLeases(t.Context(), "node-z", leaseAt, refs)
+	if err != nil || len(out) != len(refs) {
+		t.Fatalf("RenewLeases(600 runs) = %d outcomes, %v", len(out), err)
+	}
+	for i, ref := range refs {
+		if out[i] != want[ref] {
+			t.Errorf("RenewLeases outcome of %s/%s = %d, want %d", ref.ThreadID, ref.RunID, out[i], want[ref])
+		}
+		switch i % 100 {
+		case 42:
+		case 9: // finished: keeps the lease it had (none)
+			checkLease(t, s, ref.ThreadID, ref.RunID, "", time.Time{})
+		default:
+			checkLease(t, s, ref.ThreadID, ref.RunID, "node-z", leaseAt)
+		}
+	}
+	if _, err := bl.RenewLeases(t.Context(), "n", leaseAt, append(refs[:1:1], recorder.RunRef{ThreadID: HostileIDs[0], RunID: "r1"})); err == nil {
+		t.Errorf("RenewLeases with a hostile thread id = nil error, want one")
+	}
+	checkLease(t, s, refs[0].ThreadID, refs[0].RunID, "node-z", leaseAt) // nothing sent
 }

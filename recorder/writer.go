@@ -141,6 +141,8 @@ type Writer struct {
 	writeStart time.Time
 	st         WriterStats
 
+	batcher batcher // the writer goroutine's
+
 	wake    chan struct{} // cap 1: something was queued or Shutdown started
 	stop    chan struct{} // closed when Shutdown gives up waiting: abandon work
 	exited  chan struct{} // closed when the goroutine returns
@@ -520,7 +522,8 @@ type finishReq struct {
 // write stores take (n events plus finishes), retrying until it succeeds; false means the
 // writer was stopped first.
 func (w *Writer) write(take []item, n int) bool {
-	batches := groupBatches(take)
+	batches := w.batcher.group(take)
+	defer w.batcher.release()
 	appended := n == 0
 	var finished []bool // finished[i]: the i-th finish of take is stored
 	backoff := w.cfg.RetryMin
@@ -645,22 +648,69 @@ func (w *Writer) count(f func(*WriterStats)) {
 	w.mu.Unlock()
 }
 
-// groupBatches turns queued items into one Batch per run, events in queue order.
-func groupBatches(take []item) []Batch {
-	var batches []Batch
-	index := map[runID]int{}
+// batcher turns queued items into one Batch per run, events in queue order, reusing its
+// memory from one batch to the next: at thousands of slow streams a batch holds one event of
+// each of thousands of runs, and a fresh Batch (with its Run) and event slice per run per
+// batch was most of what recording allocated. Used by the writer's goroutine only.
+type batcher struct {
+	index   map[runID]int
+	batches []Batch
+	counts  []int
+	events  []Event
+}
+
+// maxKeptBatches bounds the batches a batcher keeps room for between batches.
+const maxKeptBatches = 4096
+
+// group returns take's batches; they are valid until release.
+func (g *batcher) group(take []item) []Batch {
+	if g.index == nil {
+		g.index = make(map[runID]int)
+	}
+	n := 0
 	for _, it := range take {
 		if it.finish != nil {
 			continue
 		}
 		id := runID{it.run.ThreadID, it.run.RunID}
-		i, ok := index[id]
+		i, ok := g.index[id]
 		if !ok {
-			i = len(batches)
-			index[id] = i
-			batches = append(batches, Batch{Run: it.run})
+			i = len(g.batches)
+			g.index[id] = i
+			g.batches = append(g.batches, Batch{Run: it.run})
+			g.counts = append(g.counts, 0)
 		}
-		batches[i].Events = append(batches[i].Events, it.ev)
+		g.counts[i]++
+		n++
 	}
-	return batches
+	if cap(g.events) < n {
+		g.events = make([]Event, n)
+	}
+	off := 0
+	for i := range g.batches {
+		g.batches[i].Events = g.events[off : off : off+g.counts[i]]
+		off += g.counts[i]
+	}
+	for _, it := range take {
+		if it.finish != nil {
+			continue
+		}
+		i := g.index[runID{it.run.ThreadID, it.run.RunID}]
+		g.batches[i].Events = append(g.batches[i].Events, it.ev)
+	}
+	return g.batches
+}
+
+// release lets go of the last batches' runs and frames, keeping the memory for the next.
+func (g *batcher) release() {
+	clear(g.index)
+	clear(g.batches)
+	clear(g.events)
+	g.batches, g.counts = g.batches[:0], g.counts[:0]
+	if cap(g.batches) > maxKeptBatches {
+		g.batches, g.counts, g.index = nil, nil, nil
+	}
+	if cap(g.events) > 8*maxKeptBatches {
+		g.events = nil
+	}
 }

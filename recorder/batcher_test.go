@@ -1,0 +1,54 @@
+package recorder
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestBatcherReuse: successive batches grouped by one batcher (its memory reused) each hold
+// their own runs' events in queue order, finishes left out, and release lets go of every
+// frame and run.
+func TestBatcherReuse(t *testing.T) {
+	var g batcher
+	run := func(i int) Run { return Run{ThreadID: fmt.Sprintf("t%d", i), RunID: fmt.Sprintf("r%d", i)} }
+	ev := func(seq int64) Event { return Event{Seq: seq, Frame: fmt.Appendf(nil, "f%d", seq)} }
+	for round, shape := range [][]int{{0, 1, 0, 2, 1, 0}, {3}, {4, 4, 5, 4, 6, 5, 7, 8, 9, 4}, {}} {
+		var take []item
+		want := map[string][]int64{}
+		for k, r := range shape {
+			seq := int64(100*round + k + 1)
+			take = append(take, item{run: run(r), ev: ev(seq)})
+			want[run(r).RunID] = append(want[run(r).RunID], seq)
+			if k == 1 {
+				take = append(take, item{run: run(r), finish: &finishOp{status: StatusFinished}})
+			}
+		}
+		batches := g.group(take)
+		if len(batches) != len(want) {
+			t.Fatalf("round %d: %d batches, want %d", round, len(batches), len(want))
+		}
+		for _, b := range batches {
+			var got []int64
+			for _, e := range b.Events {
+				if string(e.Frame) != fmt.Sprintf("f%d", e.Seq) {
+					t.Errorf("round %d run %s: event %d has frame %q", round, b.Run.RunID, e.Seq, e.Frame)
+				}
+				got = append(got, e.Seq)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want[b.Run.RunID]) {
+				t.Errorf("round %d run %s: seqs %v, want %v", round, b.Run.RunID, got, want[b.Run.RunID])
+			}
+		}
+		g.release()
+		for i, e := range g.events[:cap(g.events)] {
+			if e.Frame != nil {
+				t.Fatalf("round %d: released batcher still holds frame %d", round, i)
+			}
+		}
+		for _, b := range g.batches[:cap(g.batches)] {
+			if b.Run.RunID != "" || b.Events != nil {
+				t.Fatalf("round %d: released batcher still holds run %q", round, b.Run.RunID)
+			}
+		}
+	}
+}

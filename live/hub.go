@@ -39,6 +39,7 @@ type Hub struct {
 	subs         map[*Subscriber]struct{}
 	last         int64   // seq of the last event published
 	backlog      []Event // the latest events, oldest first, at most backlogLimit bytes
+	backlogArray []Event // the array backlog lies in, from its start (see dropFront)
 	backlogBytes int
 	backlogLimit int
 	over         bool  // End or Fail was called
@@ -89,16 +90,35 @@ func (h *Hub) keep(ev Event) {
 	if h.backlogLimit == 0 {
 		return
 	}
-	h.backlog = append(h.backlog, ev)
+	if c := cap(h.backlog); len(h.backlog) == c {
+		h.backlog = append(h.backlog, ev) // a new array
+		h.backlogArray = h.backlog
+	} else {
+		h.backlog = append(h.backlog, ev)
+	}
 	h.backlogBytes += len(ev.Frame)
 	drop := 0
 	for h.backlogBytes > h.backlogLimit && drop < len(h.backlog) {
 		h.backlogBytes -= len(h.backlog[drop].Frame)
-		h.backlog[drop] = Event{}
 		drop++
 	}
-	if drop > 0 {
-		h.backlog = h.backlog[drop:]
+	h.dropFront(drop)
+}
+
+// dropFront removes the backlog's first n events. The backlog slides along its array, and
+// once the dead part at the array's front is as long as what is left, the rest moves to the
+// front (amortized O(1) per event): a backlog trimmed at every event keeps its array instead
+// of allocating a new one each time it reaches the end. h.mu is held.
+func (h *Hub) dropFront(n int) {
+	if n == 0 {
+		return
+	}
+	clear(h.backlog[:n])
+	h.backlog = h.backlog[n:]
+	if dead := cap(h.backlogArray) - cap(h.backlog); dead >= len(h.backlog) {
+		k := copy(h.backlogArray[:cap(h.backlogArray)], h.backlog) // (no overlap: dead >= k)
+		clear(h.backlog)
+		h.backlog = h.backlogArray[:k]
 	}
 }
 
@@ -107,15 +127,9 @@ func (h *Hub) forget(through int64) {
 	drop := 0
 	for drop < len(h.backlog) && h.backlog[drop].Seq <= through {
 		h.backlogBytes -= len(h.backlog[drop].Frame)
-		h.backlog[drop] = Event{}
 		drop++
 	}
-	switch {
-	case drop == len(h.backlog):
-		h.backlog = h.backlog[:0]
-	case drop > 0:
-		h.backlog = h.backlog[drop:]
-	}
+	h.dropFront(drop)
 }
 
 // End marks the run over: subscribers write what is queued, then end with io.EOF. Later

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/recorder"
@@ -140,6 +141,38 @@ func TestHubForgetsStoredEvents(t *testing.T) {
 	late.Close()
 	if gapEnd != 6 {
 		t.Errorf("after PublishStored(7, 7), gap end %d, want 6 (the backlog keeps the latest event)", gapEnd)
+	}
+}
+
+// TestHubBacklogReusesItsArray: a backlog trimmed at every event (by the store's progress or
+// by its byte bound) keeps one array, and holds no frame outside its live events.
+func TestHubBacklogReusesItsArray(t *testing.T) {
+	for _, stored := range []bool{true, false} {
+		h := NewHub(2000) // ~10 events of 200 bytes
+		var arrays int
+		var last *Event
+		for i := int64(1); i <= 5000; i++ {
+			if stored {
+				h.PublishStored(event(i, 200), max(i-3, 0))
+			} else {
+				h.Publish(event(i, 200))
+			}
+			if a := unsafe.SliceData(h.backlogArray); a != last {
+				arrays, last = arrays+1, a
+			}
+		}
+		if arrays > 6 {
+			t.Errorf("stored %v: the backlog changed arrays %d times over 5,000 events", stored, arrays)
+		}
+		held := 0
+		for _, ev := range h.backlogArray[:cap(h.backlogArray)] {
+			if ev.Frame != nil {
+				held++
+			}
+		}
+		if held != len(h.backlog) {
+			t.Errorf("stored %v: the backlog's array holds %d frames, %d of them live", stored, held, len(h.backlog))
+		}
 	}
 }
 

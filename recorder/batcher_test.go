@@ -52,3 +52,25 @@ func TestBatcherReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestRunKeyCache: the cached run hash key is the one key() builds, a finished or deleted run
+// is forgotten, and the cache starts over instead of growing past its bound.
+func TestRunKeyCache(t *testing.T) {
+	var c runKeyCache
+	if got, want := c.get("p", "t1", "r1"), key("p", "t1", kindRun, "r1"); got != want {
+		t.Fatalf("get = %q, want %q", got, want)
+	}
+	if got := c.get("p", "t1", "r1"); got != key("p", "t1", kindRun, "r1") || len(c.keys) != 1 {
+		t.Errorf("second get = %q with %d cached", got, len(c.keys))
+	}
+	c.forget("t1", "r1")
+	if len(c.keys) != 0 {
+		t.Errorf("after forget: %d cached", len(c.keys))
+	}
+	for i := range maxCachedRunKeys + 10 {
+		c.get("p", "t", fmt.Sprintf("r%d", i))
+	}
+	if n := len(c.keys); n > maxCachedRunKeys || n == 0 {
+		t.Errorf("%d cached after %d runs, want at most %d", n, maxCachedRunKeys+10, maxCachedRunKeys)
+	}
+}

@@ -170,6 +170,8 @@ type RedisStore struct {
 	tail        *tailer       // nil until the first Follow
 	// co coalesces the reads and creations of run starts into shared pipelines on r.
 	co coalescer
+	// runKeys caches the run hash keys Append sends, until the run is finished or deleted.
+	runKeys runKeyCache
 }
 
 // NewRedisStore connects to Redis and checks it answers PING.
@@ -443,6 +445,7 @@ func (s *RedisStore) DeleteRun(ctx context.Context, threadID, runID string) erro
 	if err != nil {
 		return err
 	}
+	s.runKeys.forget(threadID, runID)
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -462,7 +465,7 @@ func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
 		if err := validateRun(b.Run); err != nil {
 			return err
 		}
-		keys = append(keys, key(s.prefix, b.Run.ThreadID, kindRun, b.Run.RunID)) // ids checked just above
+		keys = append(keys, s.runKeys.get(s.prefix, b.Run.ThreadID, b.Run.RunID)) // ids checked just above
 	}
 	if len(batches) == 0 {
 		return nil
@@ -667,6 +670,7 @@ func (s *RedisStore) FinishRun(ctx context.Context, threadID, runID string, stat
 	if err != nil {
 		return err
 	}
+	s.runKeys.forget(threadID, runID)
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -697,6 +701,9 @@ func (s *RedisStore) FinishRun(ctx context.Context, threadID, runID string, stat
 // one by one (FinishRun), so each ends with its own WAIT.
 func (s *RedisStore) finishRuns(ctx context.Context, fs []finishReq) []error {
 	errs := make([]error, len(fs))
+	for _, f := range fs {
+		s.runKeys.forget(f.threadID, f.runID)
+	}
 	if s.waitN > 0 {
 		for i, f := range fs {
 			errs[i] = s.FinishRun(ctx, f.threadID, f.runID, f.status, f.detail, f.lastSeq)

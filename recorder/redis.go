@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -970,9 +971,17 @@ func (s *RedisStore) Events(ctx context.Context, threadID, runID string, afterSe
 		}
 		t, _ := m.Values["t"].(string)
 		f, _ := m.Values["f"].(string)
-		out = append(out, Event{Seq: seq, Type: t, Frame: []byte(f)})
+		out = append(out, Event{Seq: seq, Type: t, Frame: frameOf(f)})
 	}
 	return out, nil
+}
+
+// frameOf returns the bytes of a frame read from Redis without copying them: go-redis
+// allocates every reply string afresh, nothing else refers to it, and a store's frames are
+// never modified by their readers (Store.Events). Reading a run back (a checkpoint at each run
+// end) otherwise copied every frame once more.
+func frameOf(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // PutCheckpoint implements Store. Errors: ErrRunNotFound.

@@ -201,7 +201,8 @@ type Store interface {
 	// Runs returns the thread's runs in creation order, or ErrThreadNotFound.
 	Runs(ctx context.Context, threadID string) ([]Run, error)
 	// Events returns up to limit events of the run with seq > afterSeq, in order (limit <= 0:
-	// all). Errors: ErrRunNotFound.
+	// all). Errors: ErrRunNotFound. The frames may be shared with the store: callers never
+	// modify them.
 	Events(ctx context.Context, threadID, runID string, afterSeq int64, limit int) ([]Event, error)
 	// PutCheckpoint stores data as the run's checkpoint (the compacted state at its end),
 	// replacing any earlier one.

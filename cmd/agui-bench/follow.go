@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
-	"github.com/agui-proxy/agui-proxy/sse"
 )
 
 // replayComplete is the name of the CUSTOM event that ends an attach stream's prelude.
@@ -154,28 +153,12 @@ func followOne(ctx context.Context, client *http.Client, base, prefix, threadID,
 	var st followerStats
 	var once sync.Once
 	defer once.Do(idle)
-	target := base + prefix + "threads/" + url.PathEscape(threadID) + "/events?follow=1"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		st.err = "request: " + err.Error()
-		return st
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := client.Do(req)
-	if err != nil {
-		st.err = classify(ctx, err)
+	res, r, errText := openEvents(ctx, client, base+prefix+"threads/"+url.PathEscape(threadID)+"/events?follow=1", opts)
+	if errText != "" {
+		st.err = errText
 		return st
 	}
 	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		st.err = fmt.Sprintf("http status %d", res.StatusCode)
-		if code := problemCode(b); code != "" {
-			st.err += " " + code
-		}
-		return st
-	}
-	r := sse.NewReader(res.Body, sse.Limits{MaxLineBytes: opts.MaxEvent, MaxFrameBytes: opts.MaxEvent})
 	for {
 		f, err := r.Next()
 		if err != nil {

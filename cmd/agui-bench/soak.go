@@ -80,28 +80,12 @@ func attachOne(ctx context.Context, client *http.Client, base, prefix, threadID,
 	var st attachStats
 	var once sync.Once
 	defer once.Do(attached)
-	target := base + prefix + "threads/" + url.PathEscape(threadID) + "/runs/" + url.PathEscape(runID) + "/events"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		st.err = "request: " + err.Error()
-		return st
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := client.Do(req)
-	if err != nil {
-		st.err = classify(ctx, err)
+	res, r, errText := openEvents(ctx, client, base+prefix+"threads/"+url.PathEscape(threadID)+"/runs/"+url.PathEscape(runID)+"/events", opts)
+	if errText != "" {
+		st.err = errText
 		return st
 	}
 	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		st.err = fmt.Sprintf("http status %d", res.StatusCode)
-		if code := problemCode(b); code != "" {
-			st.err += " " + code
-		}
-		return st
-	}
-	r := sse.NewReader(res.Body, sse.Limits{MaxLineBytes: opts.MaxEvent, MaxFrameBytes: opts.MaxEvent})
 	for {
 		f, err := r.Next()
 		now := time.Now()
@@ -340,4 +324,29 @@ func servePlainProxy(ctx context.Context, addr string, upstream *url.URL) error 
 		return err
 	}
 	return nil
+}
+
+// openEvents GETs an attach event stream and returns the response and a reader of its
+// frames, or why it got none (a request error, a status other than 200 with the problem's
+// code): the run attach and ?follow=1 modes open their streams alike.
+func openEvents(ctx context.Context, client *http.Client, target string, opts options) (*http.Response, *sse.Reader, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, nil, "request: " + err.Error()
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := client.Do(req)
+	if err != nil {
+		return nil, nil, classify(ctx, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		defer res.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		msg := fmt.Sprintf("http status %d", res.StatusCode)
+		if code := problemCode(b); code != "" {
+			msg += " " + code
+		}
+		return nil, nil, msg
+	}
+	return res, sse.NewReader(res.Body, sse.Limits{MaxLineBytes: opts.MaxEvent, MaxFrameBytes: opts.MaxEvent}), ""
 }

@@ -95,18 +95,6 @@ func keysFor(prefix, threadID, runID string) (runKeys, error) {
 	return k, nil
 }
 
-// runHashKey validates both ids and returns the run hash key alone (a lease renewal needs no
-// other key: one allocation instead of keysFor's six).
-func runHashKey(prefix, threadID, runID string) (string, error) {
-	if err := validateThreadKey(threadID); err != nil {
-		return "", err
-	}
-	if err := agui.ValidateID("runId", runID); err != nil {
-		return "", err
-	}
-	return key(prefix, threadID, kindRun, runID), nil
-}
-
 // maxCachedRunKeys bounds a runKeyCache; it starts over when full (a run whose end this
 // replica never stored, after a crash of its pumping replica, is not kept forever).
 const maxCachedRunKeys = 1 << 16

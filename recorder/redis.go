@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agui-proxy/agui-proxy/agui"
 )
 
 // Lua scripts, one per multi-key write; each file lists its KEYS and ARGV.
@@ -485,26 +487,45 @@ func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
 	return err
 }
 
+// callGroups splits which (indices into keys) into the key sets of script calls: on Cluster
+// one group per slot (the keys of one call must share one), elsewhere one group; with max > 0
+// no group holds more than max keys.
+func (s *RedisStore) callGroups(keys []string, which []int, max int) [][]int {
+	var groups [][]int
+	open := map[uint16]int{} // slot -> its group still taking keys (slot 0 for all off Cluster)
+	for _, i := range which {
+		var slot uint16
+		if s.appendBySlot {
+			slot = keySlot(keys[i])
+		}
+		g, ok := open[slot]
+		if !ok || (max > 0 && len(groups[g]) == max) {
+			g = len(groups)
+			open[slot] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// runKey validates both ids and returns the run hash key, from the cache of runs being
+// written (Append, lease renewals) until the run is finished or deleted.
+func (s *RedisStore) runKey(threadID, runID string) (string, error) {
+	if err := validateThreadKey(threadID); err != nil {
+		return "", err
+	}
+	if err := agui.ValidateID("runId", runID); err != nil {
+		return "", err
+	}
+	return s.runKeys.get(s.prefix, threadID, runID), nil
+}
+
 // appendCalls stores the batches listed in which (indices into batches and keys) with one
 // append.lua call per slot, in one pipeline; full sends what re-creating a lost run takes. It
 // returns the batches answered -2 (metadata missing, not sent in full).
 func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, keys []string, which []int, full bool) ([]int, error) {
-	// Group by slot on Cluster (the keys of one call must share one); elsewhere one call.
-	groups := [][]int{which}
-	if s.appendBySlot && len(which) > 1 {
-		groups = groups[:0]
-		bySlot := map[uint16]int{}
-		for _, i := range which {
-			slot := keySlot(keys[i])
-			g, ok := bySlot[slot]
-			if !ok {
-				g = len(groups)
-				bySlot[slot] = g
-				groups = append(groups, nil)
-			}
-			groups[g] = append(groups[g], i)
-		}
-	}
+	groups := s.callGroups(keys, which, 0)
 	type call struct {
 		keys []string
 		args []any

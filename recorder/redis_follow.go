@@ -827,7 +827,7 @@ func (t *tailer) checkQuiet(conn tailCmdable) error {
 // RenewLease implements Leaser: one call of lease.lua, which writes only while the run is
 // running.
 func (s *RedisStore) RenewLease(ctx context.Context, threadID, runID, node string, until time.Time) (bool, error) {
-	k, err := runHashKey(s.prefix, threadID, runID)
+	k, err := s.runKey(threadID, runID)
 	if err != nil {
 		return false, err
 	}
@@ -859,12 +859,13 @@ const renewLeasesChunk = 256
 // runs (on Cluster, each chunk within one slot), all in one pipeline.
 func (s *RedisStore) RenewLeases(ctx context.Context, node string, until time.Time, runs []RunRef) ([]LeaseOutcome, error) {
 	keys := make([]string, len(runs))
+	all := make([]int, len(runs))
 	for i, r := range runs {
-		k, err := runHashKey(s.prefix, r.ThreadID, r.RunID)
+		k, err := s.runKey(r.ThreadID, r.RunID)
 		if err != nil {
 			return nil, err
 		}
-		keys[i] = k
+		keys[i], all[i] = k, i
 	}
 	if len(runs) == 0 {
 		return nil, nil
@@ -872,29 +873,7 @@ func (s *RedisStore) RenewLeases(ctx context.Context, node string, until time.Ti
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	// Chunks of indices into runs: on Cluster each chunk's keys share a slot.
-	var chunks [][]int
-	if s.appendBySlot {
-		bySlot := map[uint16]int{} // slot -> its open chunk
-		for i, k := range keys {
-			slot := keySlot(k)
-			c, ok := bySlot[slot]
-			if !ok || len(chunks[c]) == renewLeasesChunk {
-				c = len(chunks)
-				bySlot[slot] = c
-				chunks = append(chunks, nil)
-			}
-			chunks[c] = append(chunks[c], i)
-		}
-	} else {
-		for from := 0; from < len(keys); from += renewLeasesChunk {
-			c := make([]int, 0, min(renewLeasesChunk, len(keys)-from))
-			for i := from; i < min(from+renewLeasesChunk, len(keys)); i++ {
-				c = append(c, i)
-			}
-			chunks = append(chunks, c)
-		}
-	}
+	chunks := s.callGroups(keys, all, renewLeasesChunk)
 	args := []any{node, leaseMs(until)}
 	run := func(eval bool) ([]redis.Cmder, error) {
 		return s.w.Pipelined(ctx, func(p redis.Pipeliner) error {

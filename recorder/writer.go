@@ -117,8 +117,9 @@ type runID struct{ thread, run string }
 // keeps up: a bounded queue shared by all runs (a full queue slows its callers, see Append),
 // drained by ONE goroutine that writes everything queued (up to
 // MaxBatchEvents) with one Store.Append call, then the finishes taken with it (in one round
-// trip on Redis), retrying with capped exponential backoff for as long as the Writer runs. Items are written in queue order, so each run's events (and its
-// Finish) are stored in the order they were queued, retries included.
+// trip on Redis), retrying with capped exponential backoff for as long as the Writer runs.
+// Items are written in queue order, so each run's events (and its Finish) are stored in the
+// order they were queued, retries included.
 //
 // All methods are safe for concurrent use. Shutdown stops the goroutine.
 type Writer struct {
@@ -129,10 +130,11 @@ type Writer struct {
 	q        []item // q[head:] is waiting; q[head:head+inflight] is being written
 	head     int
 	inflight int
-	events   int           // events in q[head:]
-	enq      uint64        // items ever queued
-	done     uint64        // items ever completed (in queue order)
-	stored   atomic.Uint64 // done, read without w.mu (Stored)
+	events   int    // events in q[head:]
+	enq      uint64 // items ever queued
+	// done counts the items ever completed, in queue order: written under mu (with
+	// progress), read without it by Stored, which a pump calls per event.
+	done     atomic.Uint64
 	progress chan struct{} // closed and replaced whenever done advances or the writer stops
 	closed   bool
 	overflow map[runID]bool // runs whose overflow was logged
@@ -343,7 +345,7 @@ func (w *Writer) AppendSync(ctx context.Context, run Run, ev Event) error {
 func (w *Writer) wait(ctx context.Context, pos uint64) error {
 	for {
 		w.mu.Lock()
-		done, progress := w.done, w.progress
+		done, progress := w.done.Load(), w.progress
 		w.mu.Unlock()
 		if done >= pos {
 			return nil
@@ -354,7 +356,7 @@ func (w *Writer) wait(ctx context.Context, pos uint64) error {
 			return ctx.Err()
 		case <-w.exited:
 			w.mu.Lock()
-			done = w.done
+			done = w.done.Load()
 			w.mu.Unlock()
 			if done >= pos {
 				return nil
@@ -366,7 +368,7 @@ func (w *Writer) wait(ctx context.Context, pos uint64) error {
 
 // Stored returns the position (AppendPos) up to which every queued item is stored. It does not
 // take the Writer's lock: a pump calls it per event.
-func (w *Writer) Stored() uint64 { return w.stored.Load() }
+func (w *Writer) Stored() uint64 { return w.done.Load() }
 
 // Finish queues the run's final status after its queued events. lastSeq is the seq of the
 // run's last event; a missing tail becomes a Gap. Finish never drops and never blocks (it
@@ -485,8 +487,7 @@ func (w *Writer) loop() {
 		w.inflight = 0
 		w.writeStart = time.Time{}
 		w.events -= n
-		w.done += uint64(len(take))
-		w.stored.Store(w.done)
+		w.done.Add(uint64(len(take)))
 		for _, it := range take {
 			if it.finish != nil {
 				delete(w.overflow, runID{it.run.ThreadID, it.run.RunID})
@@ -656,6 +657,7 @@ type batcher struct {
 	index   map[runID]int
 	batches []Batch
 	counts  []int
+	at      []int // at[i]: the batch of take[i] (-1 for a finish)
 	events  []Event
 }
 
@@ -668,8 +670,10 @@ func (g *batcher) group(take []item) []Batch {
 		g.index = make(map[runID]int)
 	}
 	n := 0
+	g.at = g.at[:0]
 	for _, it := range take {
 		if it.finish != nil {
+			g.at = append(g.at, -1)
 			continue
 		}
 		id := runID{it.run.ThreadID, it.run.RunID}
@@ -680,6 +684,7 @@ func (g *batcher) group(take []item) []Batch {
 			g.batches = append(g.batches, Batch{Run: it.run})
 			g.counts = append(g.counts, 0)
 		}
+		g.at = append(g.at, i)
 		g.counts[i]++
 		n++
 	}
@@ -691,12 +696,10 @@ func (g *batcher) group(take []item) []Batch {
 		g.batches[i].Events = g.events[off : off : off+g.counts[i]]
 		off += g.counts[i]
 	}
-	for _, it := range take {
-		if it.finish != nil {
-			continue
+	for j, it := range take {
+		if i := g.at[j]; i >= 0 {
+			g.batches[i].Events = append(g.batches[i].Events, it.ev)
 		}
-		i := g.index[runID{it.run.ThreadID, it.run.RunID}]
-		g.batches[i].Events = append(g.batches[i].Events, it.ev)
 	}
 	return g.batches
 }
@@ -709,6 +712,9 @@ func (g *batcher) release() {
 	g.batches, g.counts = g.batches[:0], g.counts[:0]
 	if cap(g.batches) > maxKeptBatches {
 		g.batches, g.counts, g.index = nil, nil, nil
+	}
+	if cap(g.at) > 8*maxKeptBatches {
+		g.at = nil
 	}
 	if cap(g.events) > 8*maxKeptBatches {
 		g.events = nil

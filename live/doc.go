@@ -4,7 +4,9 @@
 // through a Subscriber with the same rules: a queue bounded in bytes (a client that falls
 // further behind is dropped with ErrSlowClient and resumes from its last event id; the run is
 // never slowed for it), the Heartbeat comment after a silence, and direct writes from the
-// queue to the client's connection.
+// queue to the client's connection. A subscriber handed the client's connection itself
+// (Subscriber.ServeConn, after http.Hijacker) is written by the publisher's own call, with
+// writes that never block; only a client that lags gets a goroutine, while it lags.
 //
 // A Registry finds the hub of a run. For a run pumped by this process it is the pump's own
 // hub, so an attacher sees an event as soon as the pump read it, without waiting for the

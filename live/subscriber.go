@@ -55,6 +55,7 @@ type Subscriber struct {
 	ended   bool  // no more events will come
 	err     error // ErrSlowClient when dropped, or the hub's failure once ended
 	closed  bool
+	d       *direct // the client's connection in direct mode (ServeConn); nil: WriteTo writes
 }
 
 func newSubscriber(h *Hub, o Options) *Subscriber {
@@ -72,6 +73,12 @@ func (s *Subscriber) push(ev Event) bool {
 		s.mu.Unlock()
 		return true
 	}
+	if s.d != nil {
+		if handled, ok := s.pushDirect(ev); handled {
+			s.mu.Unlock()
+			return ok
+		}
+	}
 	// The frame the client is reading does not count against the limit, and a frame always
 	// fits an empty queue: a client is never dropped on its first frame (RUN_STARTED carries
 	// the run's input and may be the largest of the run), nor for the frame that follows a
@@ -83,6 +90,9 @@ func (s *Subscriber) push(ev Event) bool {
 	if s.o.QueueBytes > 0 && s.queued > 0 && s.queued-oldest+len(ev.Frame) > s.o.QueueBytes {
 		s.err = ErrSlowClient
 		s.queue, s.queued = nil, 0
+		if s.d != nil {
+			s.closeConn() // (a drain blocked writing to the client returns)
+		}
 		s.mu.Unlock()
 		s.wake()
 		if s.o.OnDrop != nil {
@@ -92,6 +102,9 @@ func (s *Subscriber) push(ev Event) bool {
 	}
 	s.queue = append(s.queue, ev)
 	s.queued += len(ev.Frame)
+	if s.d != nil && !s.d.draining {
+		s.startDrain()
+	}
 	s.mu.Unlock()
 	s.wake()
 	return true
@@ -102,6 +115,9 @@ func (s *Subscriber) finish(err error) {
 	s.ended = true
 	if s.err == nil {
 		s.err = err
+	}
+	if s.d != nil {
+		s.endConn()
 	}
 	s.mu.Unlock()
 	s.wake()
@@ -239,6 +255,9 @@ func (s *Subscriber) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.queue = nil
+	if s.d != nil {
+		s.closeConn()
+	}
 	s.mu.Unlock()
 	s.h.remove(s)
 	return nil

@@ -45,6 +45,7 @@ type Handler struct {
 	done     chan struct{}     // closed by Shutdown: stops the lease and checkpoint loops
 	ckpts    chan recorder.Run // ended runs waiting for their checkpoint (see checkpoints)
 	loops    sync.WaitGroup
+	streams  sync.WaitGroup // the client connections taken over (run.direct) until closed
 	draining atomic.Bool
 	shutOnce sync.Once
 	shutErr  error
@@ -338,12 +339,22 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	}
 	rn.ctx = context.WithValue(runCtx, runCtxKey{}, rn)
 	rn.clientCtx = ctx
+	rn.direct = !h.cfg.StreamKeepAlive && r.ProtoMajor == 1 && r.ProtoMinor >= 1
 	h.runs.add(rn)
 
 	r = r.WithContext(context.WithValue(ctx, runCtxKey{}, rn))
 	r.Body = io.NopCloser(bytes.NewReader(fwd.Body))
 	r.ContentLength = int64(len(fwd.Body))
-	h.runRP.ServeHTTP(w, r)
+	if rn.direct {
+		// ReverseProxy's request to the agent keeps, for the run's life, a trace hook that
+		// holds the writer it was given (for 1xx answers); handed w itself, it would keep
+		// net/http's connection and its buffers alive after the connection is taken over.
+		dw := &detachableWriter{w: w}
+		h.runRP.ServeHTTP(dw, r)
+		dw.w = nil
+	} else {
+		h.runRP.ServeHTTP(w, r)
+	}
 
 	if rn.pumping.Load() {
 		return rn // ReverseProxy wrote the headers and an empty body and is done with w
@@ -355,8 +366,19 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	return nil
 }
 
-// stream writes the run's events from its subscription straight to the client.
+// stream writes the run's events from its subscription straight to the client. A direct run
+// takes the client's connection over and returns at once: the events are written by the pump
+// (live.Subscriber.ServeConn).
 func (h *Handler) stream(w http.ResponseWriter, rn *run) {
+	if rn.direct {
+		// Hijack sends the headers (chunked transfer coding, Connection: close) first.
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			h.streams.Add(1)
+			rn.sub.ServeConn(conn, h.streams.Done)
+			return
+		}
+		// Not hijackable (a wrapper that hides it): net/http writes it, then closes.
+	}
 	err := http.NewResponseController(w).Flush() // the headers, at once
 	if err == nil {
 		err = rn.sub.WriteTo(w, nil)
@@ -492,7 +514,12 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	if in := inboundFrom(res.Request); in != nil {
 		clientGone = in.Done()
 	}
-	rn.sub = rn.start(res.Body, clientGone)
+	opts := h.clientOptions(clientGone)
+	if rn.direct {
+		opts.WriteTimeout = h.cfg.AttachWriteTimeout // (only once the client lags)
+		res.Header.Set("Connection", "close")        // its connection is taken over (stream)
+	}
+	rn.sub = rn.start(res.Body, opts)
 	res.Body = http.NoBody // the stream is written by serveRun from rn.sub
 	res.ContentLength = -1
 	res.Header.Del("Content-Length")
@@ -731,6 +758,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		}
 		close(h.done)
 		h.loops.Wait()
+		h.waitStreams(ctx)
 		h.threads.Close() // the shared followers and thread watches of attachers
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -774,3 +802,48 @@ func (smallBufferPool) Get() []byte  { return *smallCopyBuffers.Get().(*[]byte) 
 func (smallBufferPool) Put(b []byte) { smallCopyBuffers.Put(&b) }
 
 var _ http.Handler = (*Handler)(nil)
+
+// waitStreams waits for the client connections taken over (run.direct) to be written to their
+// end and closed: their runs have ended, a lagging client gets the rest of its queue (each
+// write bounded by AttachWriteTimeout). It waits at most 5 s.
+func (h *Handler) waitStreams(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { h.streams.Wait(); close(done) }()
+	bound, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	select {
+	case <-done:
+	case <-bound.Done():
+		h.log.Warn("client streams still being written at shutdown were left to close with the process")
+	}
+}
+
+// detachableWriter is the http.ResponseWriter handed to ReverseProxy for a direct run. Once
+// ReverseProxy returned, w is set to nil: a reference ReverseProxy left behind then holds
+// nothing, and a late write is dropped.
+type detachableWriter struct{ w http.ResponseWriter }
+
+var errDetached = errors.New("proxy: write after the run's client connection was taken over")
+
+func (d *detachableWriter) Header() http.Header {
+	if d.w == nil {
+		return http.Header{}
+	}
+	return d.w.Header()
+}
+
+func (d *detachableWriter) Write(b []byte) (int, error) {
+	if d.w == nil {
+		return 0, errDetached
+	}
+	return d.w.Write(b)
+}
+
+func (d *detachableWriter) WriteHeader(code int) {
+	if d.w != nil {
+		d.w.WriteHeader(code)
+	}
+}
+
+// Unwrap lets http.ResponseController reach the writer (ReverseProxy flushes through it).
+func (d *detachableWriter) Unwrap() http.ResponseWriter { return d.w }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -57,9 +58,17 @@ func TestShutdownInterruptsAtDeadline(t *testing.T) {
 
 // TestSlowClientDoesNotSlowTheRun has a client that stops reading: it is dropped at its queue
 // limit while the run streams to its end at full speed and is recorded whole (docs/design.md F20).
+// Both ways of writing the stream: the pump's own writes to the connection it took over, and
+// net/http's (StreamKeepAlive).
 func TestSlowClientDoesNotSlowTheRun(t *testing.T) {
+	for _, keepAlive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("StreamKeepAlive=%v", keepAlive), func(t *testing.T) { testSlowClient(t, keepAlive) })
+	}
+}
+
+func testSlowClient(t *testing.T, keepAlive bool) {
 	agent := runtest.StartAgent(t)
-	h, px := startProxy(t, agent.URL, Config{ClientQueueBytes: 64 << 10, MaxBodyBytes: 64 << 10, MaxEventBytes: 64 << 10})
+	h, px := startProxy(t, agent.URL, Config{ClientQueueBytes: 64 << 10, MaxBodyBytes: 64 << 10, MaxEventBytes: 64 << 10, StreamKeepAlive: keepAlive})
 	conn, err := net.Dial("tcp", px.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,9 @@ type run struct {
 
 	ctx       context.Context // the upstream request's context; cancelled by stop or the registry
 	clientCtx context.Context // the first client's request context (its end does not end the run)
+	// direct: the first client's connection is taken over once the headers are sent
+	// (Config.StreamKeepAlive off, HTTP/1.1), and the pump writes the events to it.
+	direct bool
 	// sub is the first client's subscription, set when the pump starts; serveRun writes it to
 	// the client once ReverseProxy has written the headers.
 	sub     *live.Subscriber
@@ -158,9 +161,10 @@ func (g *registry) cancelAll(cause error) {
 }
 
 // start hands the upstream body to a new pump goroutine and returns the first client's
-// subscription to the run's hub. The registry owns the goroutine: Handler.Shutdown waits for it.
-func (r *run) start(body io.ReadCloser, clientGone <-chan struct{}) *live.Subscriber {
-	sub, _ := r.hub.Subscribe(0, r.h.clientOptions(clientGone))
+// subscription (with o) to the run's hub. The registry owns the goroutine: Handler.Shutdown
+// waits for it.
+func (r *run) start(body io.ReadCloser, o live.Options) *live.Subscriber {
+	sub, _ := r.hub.Subscribe(0, o)
 	r.h.runs.wg.Add(1)
 	go r.pump(body)
 	return sub

@@ -44,6 +44,7 @@ type config struct {
 	StoreTimeout          time.Duration `env:"AGUI_STORE_TIMEOUT" envDefault:"5s" desc:"longest a request waits on the store (a run start's creation and history read, history, runs, export, import, stop, and an event stream's reads before its first byte) before 503 StoreUnavailable"`
 	ClientQueueBytes      int           `env:"AGUI_CLIENT_QUEUE_BYTES" envDefault:"16777216" desc:"bytes queued for one client before it is disconnected as too slow (it can resume); at least AGUI_MAX_BODY_BYTES and AGUI_MAX_EVENT_BYTES"`
 	Heartbeat             time.Duration `env:"AGUI_HEARTBEAT" envDefault:"15s" desc:"silence after which a client stream gets an SSE comment; negative disables"`
+	StreamKeepAlive       bool          `env:"AGUI_STREAM_KEEPALIVE" envDefault:"false" desc:"write a run's stream to its HTTP/1.1 client through net/http, keeping the connection for the client's next request; by default the proxy takes the connection over after the headers (Connection: close) and writes each event from the goroutine that reads it, about half the memory per stream"`
 	ReadHeaderTimeout     time.Duration `env:"AGUI_READ_HEADER_TIMEOUT" envDefault:"5s" desc:"server: time to read request headers"`
 	BodyReadTimeout       time.Duration `env:"AGUI_BODY_READ_TIMEOUT" envDefault:"30s" desc:"time to read a run request's body (the server has no whole-request timeout: it would cut streams)"`
 	IdleTimeout           time.Duration `env:"AGUI_IDLE_TIMEOUT" envDefault:"120s" desc:"server: keep-alive idle time"`

@@ -114,6 +114,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			DisableRecording:      !cfg.Record,
 			AttachPrefix:          cfg.AttachPrefix,
 			AttachWriteTimeout:    cfg.AttachWriteTimeout,
+			StreamKeepAlive:       cfg.StreamKeepAlive,
 			AttachRetry:           cfg.AttachRetry,
 			AttachFollowPoll:      cfg.AttachFollowPoll,
 			MaxImportBytes:        cfg.MaxImportBytes,

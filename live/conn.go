@@ -1,0 +1,323 @@
+package live
+
+import (
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Direct mode: a subscriber that owns its client's connection (ServeConn).
+//
+// A stream served through net/http needs a goroutine blocked in the handler for the stream's
+// whole life (the handler may not return before the response is complete), net/http's
+// goroutine watching the connection for the client's close, and its buffers; and every event
+// crosses from the goroutine that publishes it to the one that writes it. A subscriber that
+// took the connection over (http.Hijacker) instead writes each event in the publisher's own
+// call, with a write that never blocks: the socket takes what fits in its buffer. Only what
+// does not fit (a client that lags) is queued, under the same bound as before, and written by
+// a goroutine that lives while the queue is not empty. An idle stream then costs neither a
+// goroutine nor a buffer of its own, and an event reaches the socket without a goroutine
+// switch.
+
+// crlf ends a chunk; lastChunk ends the chunked body (no trailers).
+var (
+	crlf      = []byte("\r\n")
+	lastChunk = []byte("0\r\n\r\n")
+)
+
+// direct is a subscriber's connection in direct mode. Its fields are guarded by the
+// subscriber's mu.
+type direct struct {
+	conn net.Conn
+	// nowait writes without blocking (nil: the connection cannot; drain writes everything).
+	nowait *nowaitWriter
+	// pending is what a write that did not block left of a chunk, written first by drain;
+	// pendingFrame is the size of the frame it belongs to (0: the last chunk), pendingEvent
+	// whether that frame counts as a written event.
+	pending      []byte
+	pendingFrame int
+	pendingEvent bool
+	draining     bool  // a drain goroutine is writing
+	ending       bool  // the last chunk was written or handed to drain
+	closed       bool  // conn is closed
+	lastWrite    int64 // time.Now().UnixNano() of the last write
+	beat         *time.Timer
+	onClose      func()
+}
+
+// ServeConn hands the subscriber its client's connection, taken over from the HTTP server
+// (http.Hijacker) after the response headers were sent with chunked transfer coding
+// (HTTP/1.1), and returns at once. From then on each event is written as one chunk by the
+// call that publishes it, without blocking; what the socket does not take at once is queued
+// (Options.QueueBytes) and written by a goroutine that runs only while the client lags, each
+// of its writes bounded by Options.WriteTimeout. After Options.Heartbeat of silence the
+// Heartbeat comment is written. When the hub ends, the last chunk is written and conn closed;
+// a subscriber dropped for slowness, ended with the hub's failure, whose client went away or
+// whose write failed gets conn closed without it, so its client sees a broken stream and
+// resumes from its last event id. onClose (may be nil) is called once conn is closed.
+// Options.Gone is not used: a client that went away is found by the next write (the
+// heartbeat at the latest). ServeConn must be called at most once, and WriteTo not at all.
+func (s *Subscriber) ServeConn(conn net.Conn, onClose func()) {
+	d := &direct{conn: conn, onClose: onClose, lastWrite: time.Now().UnixNano()}
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			d.nowait = newNowaitWriter(raw)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.d = d
+	if s.o.Heartbeat > 0 {
+		d.beat = time.AfterFunc(s.o.Heartbeat, s.heartbeat)
+	}
+	switch {
+	case s.closed:
+		s.closeConn()
+	case len(s.queue) > 0: // published before the connection was handed over
+		s.startDrain()
+	case s.ended || s.err != nil:
+		s.endConn()
+	}
+}
+
+// pushDirect writes ev when nothing is queued or being written; s.mu is held. It reports
+// handled false when ev must be queued instead, and ok false when the subscriber failed.
+func (s *Subscriber) pushDirect(ev Event) (handled, ok bool) {
+	d := s.d
+	if d.closed {
+		return true, false
+	}
+	if d.draining || len(s.queue) > 0 {
+		return false, true
+	}
+	if !s.writeChunk(ev.Frame, true) {
+		return true, false
+	}
+	return true, true
+}
+
+// writeChunk writes frame as one chunk without blocking, or hands what the socket did not
+// take to a drain goroutine; s.mu is held and no drain runs. It reports false when the write
+// failed: the connection is then closed (the caller removes the subscriber from its hub).
+func (s *Subscriber) writeChunk(frame []byte, event bool) bool {
+	d := s.d
+	var head [20]byte
+	h := appendChunkHead(head[:0], len(frame))
+	n := 0
+	if d.nowait != nil {
+		var err error
+		n, err = d.nowait.write(h, frame, crlf)
+		if err != nil {
+			s.fail(err)
+			return false
+		}
+	}
+	total := len(h) + len(frame) + len(crlf)
+	if n == total {
+		d.lastWrite = time.Now().UnixNano()
+		if event && s.o.OnWrite != nil {
+			s.o.OnWrite(1, len(frame))
+		}
+		return true
+	}
+	// The socket's buffer is full: the rest of the chunk goes to drain, counted as the frame
+	// being written.
+	rest := make([]byte, 0, total-n)
+	for _, b := range [][]byte{h, frame, crlf} {
+		if n >= len(b) {
+			n -= len(b)
+			continue
+		}
+		rest = append(rest, b[n:]...)
+		n = 0
+	}
+	d.pending, d.pendingFrame, d.pendingEvent = rest, len(frame), event
+	s.queued += len(frame)
+	s.writing = len(frame)
+	s.startDrain()
+	return true
+}
+
+// endConn ends the stream once the hub ended and everything queued was written; s.mu is held.
+// A clean end writes the last chunk first; any other closes conn at once.
+func (s *Subscriber) endConn() {
+	d := s.d
+	if d.closed || d.draining {
+		return
+	}
+	if s.err != nil || d.ending {
+		s.closeConn()
+		return
+	}
+	d.ending = true
+	n := 0
+	if d.nowait != nil {
+		var err error
+		if n, err = d.nowait.write(lastChunk, nil, nil); err != nil {
+			s.closeConn()
+			return
+		}
+	}
+	if n == len(lastChunk) {
+		s.closeConn()
+		return
+	}
+	d.pending, d.pendingFrame, d.pendingEvent = lastChunk[n:], 0, false
+	s.startDrain() // closes conn once the rest is written
+}
+
+// startDrain starts the goroutine that writes the queue; s.mu is held.
+func (s *Subscriber) startDrain() {
+	s.d.draining = true
+	go s.drain()
+}
+
+// drain writes what is pending and queued with blocking writes until nothing is left, then
+// ends the stream if the hub ended. It is the only writer while it runs.
+func (s *Subscriber) drain() {
+	for {
+		s.mu.Lock()
+		d := s.d
+		if d.closed {
+			d.draining = false
+			s.mu.Unlock()
+			return
+		}
+		pending, pendingFrame, pendingEvent := d.pending, d.pendingFrame, d.pendingEvent
+		d.pending = nil
+		take := s.queue
+		if len(take) > 0 {
+			s.queue, s.spare = s.spare[:0], nil
+		}
+		switch {
+		case pending != nil:
+			s.writing = pendingFrame
+		case len(take) > 0:
+			s.writing = len(take[0].Frame)
+		default:
+			d.draining = false
+			s.writing = 0
+			if s.ended {
+				s.endConn()
+			}
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+
+		events, n, err := s.writeBlocking(d.conn, pending, pendingFrame, pendingEvent, take)
+		clear(take)
+		s.mu.Lock()
+		s.writing = 0
+		if !s.closed && s.err != ErrSlowClient {
+			if cap(take) <= spareCap && take != nil {
+				s.spare = take[:0]
+			}
+			s.queued -= n
+		}
+		d.lastWrite = time.Now().UnixNano()
+		if err != nil {
+			d.draining = false
+			s.fail(err)
+			s.mu.Unlock()
+			s.h.remove(s)
+			return
+		}
+		s.mu.Unlock()
+		if s.o.OnWrite != nil && events > 0 {
+			s.o.OnWrite(events, n)
+		}
+	}
+}
+
+// writeBlocking writes pending, then each queued frame as a chunk, each write bounded by
+// Options.WriteTimeout. It returns the frames written and the queued bytes they accounted for.
+func (s *Subscriber) writeBlocking(conn net.Conn, pending []byte, pendingFrame int, pendingEvent bool, take []Event) (events, n int, err error) {
+	if s.o.WriteTimeout > 0 {
+		conn.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
+	}
+	if pending != nil {
+		if _, err = conn.Write(pending); err != nil {
+			return events, n, err
+		}
+		n += pendingFrame
+		if pendingEvent {
+			events++
+		}
+	}
+	var head [20]byte
+	for _, ev := range take {
+		bufs := net.Buffers{appendChunkHead(head[:0], len(ev.Frame)), ev.Frame, crlf}
+		if _, err = bufs.WriteTo(conn); err != nil {
+			return events, n, err
+		}
+		n += len(ev.Frame)
+		events++
+	}
+	if s.o.WriteTimeout > 0 {
+		conn.SetWriteDeadline(time.Time{}) // (a deadline left set would fail the next write that does not block)
+	}
+	return events, n, nil
+}
+
+// heartbeat writes the Heartbeat comment after Options.Heartbeat of silence; it runs on the
+// timer's own goroutine and re-arms the timer for the rest of the window.
+func (s *Subscriber) heartbeat() {
+	s.mu.Lock()
+	d := s.d
+	if d.closed || d.ending {
+		s.mu.Unlock()
+		return
+	}
+	if d.draining || len(s.queue) > 0 { // a write is under way: not silent
+		d.beat.Reset(s.o.Heartbeat)
+		s.mu.Unlock()
+		return
+	}
+	if quiet := time.Duration(time.Now().UnixNano() - d.lastWrite); quiet < s.o.Heartbeat {
+		d.beat.Reset(s.o.Heartbeat - quiet)
+		s.mu.Unlock()
+		return
+	}
+	if !s.writeChunk(Heartbeat, false) {
+		s.mu.Unlock()
+		s.h.remove(s)
+		return
+	}
+	d.beat.Reset(s.o.Heartbeat)
+	s.mu.Unlock()
+	if s.o.OnQuiet != nil {
+		s.o.OnQuiet()
+	}
+}
+
+// fail records err (unless the subscriber already failed) and closes conn; s.mu is held.
+func (s *Subscriber) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+	s.queue, s.queued = nil, 0
+	s.closeConn()
+}
+
+// closeConn closes conn once; s.mu is held. A drain blocked in a write returns with an error.
+func (s *Subscriber) closeConn() {
+	d := s.d
+	if d.closed {
+		return
+	}
+	d.closed = true
+	if d.beat != nil {
+		d.beat.Stop()
+	}
+	d.conn.Close()
+	if d.onClose != nil {
+		d.onClose()
+	}
+}
+
+// appendChunkHead appends the head of a chunk of n bytes: its size in hex and CRLF.
+func appendChunkHead(b []byte, n int) []byte {
+	return append(strconv.AppendUint(b, uint64(n), 16), '\r', '\n')
+}

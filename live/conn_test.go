@@ -1,0 +1,231 @@
+package live
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http/httputil"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// tcpPair returns the two ends of a loopback TCP connection; small shrinks both socket
+// buffers so that a client that does not read fills them after a few KiB.
+func tcpPair(t *testing.T, small bool) (server, client *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-accepted
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	server, client = s.(*net.TCPConn), c.(*net.TCPConn)
+	if small {
+		server.SetWriteBuffer(4 << 10)
+		client.SetReadBuffer(4 << 10)
+	}
+	t.Cleanup(func() { server.Close(); client.Close() })
+	return server, client
+}
+
+func frames(n, size int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		head := fmt.Sprintf("id: %d\ndata: {\"n\":%d,\"pad\":\"", i+1, i)
+		pad := max(size-len(head)-4, 0)
+		out[i] = []byte(head + string(bytes.Repeat([]byte{'x'}, pad)) + "\"}\n\n")
+	}
+	return out
+}
+
+// readChunked reads the chunked body from c to its end: the bytes, and the error that ended
+// it (nil: the last chunk arrived).
+func readChunked(c net.Conn) ([]byte, error) {
+	body, err := io.ReadAll(httputil.NewChunkedReader(bufio.NewReader(c)))
+	return body, err
+}
+
+// TestServeConnWritesChunks: the events published after (and before) the connection was
+// handed over reach the client whole, in order, as a valid chunked body that ends with the
+// last chunk; then the connection is closed and onClose called.
+func TestServeConnWritesChunks(t *testing.T) {
+	for _, small := range []bool{false, true} {
+		t.Run(fmt.Sprintf("small-buffers=%v", small), func(t *testing.T) {
+			server, client := tcpPair(t, small)
+			h := NewHub(0)
+			sub, _ := h.Subscribe(0, Options{QueueBytes: 1 << 30})
+			fs := frames(3000, 300)
+			var want bytes.Buffer
+			for _, f := range fs {
+				want.Write(f)
+			}
+			h.Publish(Event{Seq: 1, Frame: fs[0]}) // queued before ServeConn
+			var closed atomic.Int32
+			sub.ServeConn(server, func() { closed.Add(1) })
+			go func() {
+				for i, f := range fs[1:] {
+					h.Publish(Event{Seq: int64(i + 2), Frame: f})
+				}
+				h.End()
+			}()
+			got, err := readChunked(client)
+			if err != nil {
+				t.Fatalf("reading the chunked body: %v", err)
+			}
+			if !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("client got %d bytes, want the %d bytes published, in order", len(got), want.Len())
+			}
+			if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+				t.Errorf("after the last chunk: read = %v, want io.EOF (connection closed)", err)
+			}
+			waitFor(t, func() bool { return closed.Load() == 1 })
+		})
+	}
+}
+
+// TestServeConnSlowClient: a client that does not read fills the socket, then its queue; it
+// is dropped (its connection closed without the last chunk) and the publisher never waited.
+func TestServeConnSlowClient(t *testing.T) {
+	server, client := tcpPair(t, true)
+	h := NewHub(0)
+	var drops atomic.Int32
+	sub, _ := h.Subscribe(0, Options{QueueBytes: 32 << 10, OnDrop: func() { drops.Add(1) }})
+	sub.ServeConn(server, nil)
+	for i, f := range frames(2000, 500) { // 1 MB: far more than the socket buffers and the queue
+		h.Publish(Event{Seq: int64(i + 1), Frame: f})
+	}
+	if drops.Load() != 1 || h.Subscribers() != 0 {
+		t.Fatalf("drops %d, subscribers %d: want the client dropped once and removed", drops.Load(), h.Subscribers())
+	}
+	h.End()
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := readChunked(client)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("the dropped client's body ended with %v, want io.ErrUnexpectedEOF (a broken stream to resume)", err)
+	}
+}
+
+// TestServeConnLaggingClient: a client that reads slowly (the socket fills, the rest waits in
+// the queue for the drain goroutine) still gets every event once, in order, then the end.
+func TestServeConnLaggingClient(t *testing.T) {
+	server, client := tcpPair(t, true)
+	h := NewHub(0)
+	sub, _ := h.Subscribe(0, Options{QueueBytes: 8 << 20, WriteTimeout: 10 * time.Second})
+	sub.ServeConn(server, nil)
+	fs := frames(1500, 400)
+	var want bytes.Buffer
+	for i, f := range fs {
+		want.Write(f)
+		h.Publish(Event{Seq: int64(i + 1), Frame: f})
+	}
+	h.End()
+	var got bytes.Buffer
+	r := httputil.NewChunkedReader(bufio.NewReaderSize(client, 512))
+	buf := make([]byte, 512)
+	for {
+		n, err := r.Read(buf)
+		got.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", got.Len(), err)
+		}
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("client got %d bytes, want the %d published, in order", got.Len(), want.Len())
+	}
+}
+
+// TestServeConnHeartbeat: a silent stream gets the Heartbeat comment as a chunk.
+func TestServeConnHeartbeat(t *testing.T) {
+	server, client := tcpPair(t, false)
+	h := NewHub(0)
+	quiet := make(chan struct{}, 10)
+	sub, _ := h.Subscribe(0, Options{Heartbeat: 20 * time.Millisecond, OnQuiet: func() { quiet <- struct{}{} }})
+	sub.ServeConn(server, nil)
+	r := httputil.NewChunkedReader(bufio.NewReader(client))
+	got := make([]byte, len(Heartbeat))
+	if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, Heartbeat) {
+		t.Fatalf("read %q, %v; want the heartbeat %q", got, err, Heartbeat)
+	}
+	<-quiet
+	h.End()
+}
+
+// TestServeConnClientGone: once the client closed its connection, a write fails and the
+// subscriber leaves the hub; the run's publisher goes on.
+func TestServeConnClientGone(t *testing.T) {
+	server, client := tcpPair(t, false)
+	h := NewHub(0)
+	var closed atomic.Int32
+	sub, _ := h.Subscribe(0, Options{QueueBytes: 1 << 20})
+	sub.ServeConn(server, func() { closed.Add(1) })
+	client.Close()
+	fs := frames(1000, 200)
+	for i := 0; h.Subscribers() > 0; i++ {
+		if i == len(fs) {
+			t.Fatal("1,000 events published to a client that closed its connection: the subscriber is still there")
+		}
+		h.Publish(Event{Seq: int64(i + 1), Frame: fs[i]})
+		time.Sleep(time.Millisecond) // (the peer's reset arrives asynchronously)
+	}
+	waitFor(t, func() bool { return closed.Load() == 1 })
+}
+
+// TestServeConnHubFails: a hub that fails (a follower that lost the run) closes the
+// connection without the last chunk, after what was published.
+func TestServeConnHubFails(t *testing.T) {
+	server, client := tcpPair(t, false)
+	h := NewHub(0)
+	sub, _ := h.Subscribe(0, Options{})
+	sub.ServeConn(server, nil)
+	h.Publish(Event{Seq: 1, Frame: []byte("data: {}\n\n")})
+	h.Fail(errors.New("lost"))
+	got, err := readChunked(client)
+	if string(got) != "data: {}\n\n" || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("got %q, %v; want the event then a broken stream", got, err)
+	}
+}
+
+// TestServeConnClose: Close closes the connection at once.
+func TestServeConnClose(t *testing.T) {
+	server, client := tcpPair(t, false)
+	h := NewHub(0)
+	sub, _ := h.Subscribe(0, Options{})
+	sub.ServeConn(server, nil)
+	sub.Close()
+	if _, err := readChunked(client); !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		t.Errorf("after Close: %v, want the connection closed", err)
+	}
+	if h.Subscribers() != 0 {
+		t.Error("a closed subscriber is still in the hub")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/problem"
@@ -46,6 +47,12 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Retry is the reconnection delay hinted to EventSource clients. Default DefaultRetry.
 	Retry time.Duration
+	// TakeOver lets the thread and run attach streams of HTTP/1.1 clients take their
+	// connection over once the headers are sent (Connection: close): the handler returns and
+	// the stream goes on, on a goroutine of the Handler's own (see Wait), with no buffer or
+	// goroutine of net/http's. A client that went away is then found by the next write, the
+	// heartbeat at the latest, so it applies only while HeartbeatInterval is on.
+	TakeOver bool
 	// FollowPoll is how often a ?follow=1 thread attach checks for the thread's next run.
 	// Default DefaultFollowPoll.
 	FollowPoll time.Duration
@@ -89,8 +96,9 @@ func (nopMetrics) ThreadDeleted()                {}
 func (nopMetrics) ThreadsListed(int)             {}
 
 // Handler serves the attach, resume and history endpoints. Create it with New. It is safe for
-// concurrent use; it starts no goroutine of its own (each stream runs on its request's; the
-// shared store followers belong to the thread service's live registry).
+// concurrent use. Each stream runs on its request's goroutine, except those that took their
+// connection over (Config.TakeOver), which run on one goroutine each that the Handler owns
+// (Wait); the shared store followers belong to the thread service's live registry.
 type Handler struct {
 	cfg      Config
 	log      *slog.Logger
@@ -98,6 +106,7 @@ type Handler struct {
 	store    recorder.Store
 	follower recorder.Follower
 	mux      *http.ServeMux
+	streams  sync.WaitGroup // the streams running on their own goroutine (finish)
 }
 
 // New returns a Handler for cfg.

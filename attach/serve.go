@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
@@ -24,9 +26,8 @@ import (
 // tail; a cursor it cannot resume from exactly gets the resume_failed signal and the full
 // compacted history. With ?follow=1 the stream stays open for the thread's next runs.
 func (h *Handler) serveThreadEvents(w http.ResponseWriter, r *http.Request) {
-	if t := h.startThreadEvents(w, r); t != nil {
-		t.wait()
-	}
+	r, slot := withStreamSlot(r)
+	h.finish(slot, h.startThreadEvents(w, r))
 }
 
 // tailing is an attach stream whose first bytes are sent and whose live part is still to
@@ -94,7 +95,7 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 		writeErr(w, r, h.log, storeErr(err))
 		return nil
 	}
-	s := newStream(w, h.cfg.WriteTimeout)
+	s := h.newStream(w, r)
 	t = &tailing{h: h, r: r, s: s, kind: "thread", head: head.RunID}
 	if follow {
 		t.follow = th.ID
@@ -247,7 +248,7 @@ func (t *tailing) load(ctx context.Context, runID string) error {
 
 // streamEnded logs why a stream that already started ended early.
 func (h *Handler) streamEnded(r *http.Request, err error) {
-	if err == nil || errors.Is(err, io.EOF) || r.Context().Err() != nil {
+	if err == nil || errors.Is(err, io.EOF) || r.Context().Err() != nil || clientLeft(err) {
 		return
 	}
 	level := slog.LevelInfo
@@ -260,9 +261,8 @@ func (h *Handler) streamEnded(r *http.Request, err error) {
 // serveRunEvents is the run attach: GET {prefix}threads/{thread}/runs/{run}/events, the run's
 // raw events from its start or strictly after the cursor, then live until the run ends.
 func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
-	if t := h.startRunEvents(w, r); t != nil {
-		t.wait()
-	}
+	r, slot := withStreamSlot(r)
+	h.finish(slot, h.startRunEvents(w, r))
 }
 
 // startRunEvents answers the run attach up to its live part (see startThreadEvents).
@@ -299,7 +299,7 @@ func (h *Handler) startRunEvents(w http.ResponseWriter, r *http.Request) *tailin
 	if hasCursor {
 		h.cfg.Metrics.Resumed(true)
 	}
-	s := newStream(w, h.cfg.WriteTimeout)
+	s := h.newStream(w, r)
 	if err := s.begin(h.cfg.Retry, "exact"); err != nil {
 		h.cfg.Metrics.StreamEnded("run")
 		return nil
@@ -374,7 +374,7 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 	h.cfg.Metrics.Resumed(failed == "")
 	h.cfg.Metrics.StreamStarted("resume")
 	defer h.cfg.Metrics.StreamEnded("resume")
-	s := newStream(w, h.cfg.WriteTimeout)
+	s := h.newStream(w, r)
 	if err := s.begin(h.cfg.Retry, resume); err != nil {
 		return
 	}
@@ -385,4 +385,10 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 	h.cfg.Metrics.Prelude("resume", time.Since(began))
 	_, err = h.tail(ctx, s, &run, last, spans)
 	h.streamEnded(r, err)
+}
+
+// clientLeft reports whether err is a write to a client that closed its connection: how a
+// stream that took its connection over learns that its client left.
+func clientLeft(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }

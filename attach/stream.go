@@ -41,6 +41,9 @@ type stream struct {
 	timeout time.Duration
 	buf     []byte
 	started bool
+	// takeOver: begin takes the connection over (see takeover.go); conn is then the writer.
+	takeOver bool
+	conn     *connWriter
 }
 
 func newStream(w http.ResponseWriter, timeout time.Duration) *stream {
@@ -56,8 +59,18 @@ func (s *stream) begin(retry time.Duration, resume string) error {
 	if resume != "" {
 		h.Set(ResumeHeader, resume)
 	}
+	if s.takeOver {
+		h.Set("Connection", "close")
+	}
 	s.w.WriteHeader(http.StatusOK)
 	s.started = true
+	if s.takeOver {
+		// Hijack sends the headers (chunked transfer coding) first.
+		if conn, _, err := s.rc.Hijack(); err == nil {
+			s.conn = &connWriter{conn: conn}
+			s.w, s.rc = s.conn, http.NewResponseController(s.conn)
+		}
+	}
 	s.buf = append(s.buf[:0], "retry: "...)
 	s.buf = strconv.AppendInt(s.buf, retry.Milliseconds(), 10)
 	s.buf = append(s.buf, "\n\n"...)

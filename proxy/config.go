@@ -130,14 +130,17 @@ type Config struct {
 	// connection the proxy took over (see StreamKeepAlive), once that client lags; one that
 	// does not read is dropped (it can resume). Default DefaultAttachWriteTimeout.
 	AttachWriteTimeout time.Duration
-	// StreamKeepAlive writes a run's stream to the client that started it through net/http,
-	// which keeps the client's connection open for its next request. By default (false) the
-	// proxy takes an HTTP/1.1 client's connection over once the response headers are sent
-	// (they then say Connection: close): each event is written to the socket by the goroutine
-	// that reads it from the agent, without blocking, and an idle stream holds no goroutine
-	// or buffer of net/http's (about half the memory of a stream, one goroutine switch less
-	// per event; see deploy/README.md). The client opens a new connection for its next run.
-	// HTTP/2 clients and the attach streams always go through net/http.
+	// StreamKeepAlive writes the event streams (a run's to the client that started it, the
+	// thread and run attach streams) through net/http, which keeps the client's connection
+	// open for its next request. By default (false) the proxy takes an HTTP/1.1 client's
+	// connection over once the response headers are sent (they then say Connection: close):
+	// each event of a run is written to the socket by the goroutine that reads it from the
+	// agent, without blocking, and an attach stream goes on on one goroutine of its own
+	// (attach.Config.TakeOver); neither holds a goroutine or buffer of net/http's (about half
+	// the memory of a stream, one goroutine switch less per event; see deploy/README.md). The
+	// client opens a new connection for its next request. HTTP/2 clients always go through
+	// net/http, and attach streams only take over while HeartbeatInterval is on (a client
+	// that left is found by the heartbeat's write).
 	StreamKeepAlive bool
 	// AttachRetry is the reconnection delay hinted to EventSource clients of the attach
 	// streams (the SSE retry field). Default DefaultAttachRetry.

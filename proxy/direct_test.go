@@ -1,13 +1,21 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/internal/runtest"
+	"github.com/agui-proxy/agui-proxy/sse"
 )
 
 // TestRunEveryScenarioKeepAlive is TestRunEveryScenario with the streams written by net/http.
@@ -76,5 +84,65 @@ func TestShutdownWaitsForDirectStreams(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// TestAttachTakeOver: a ?follow=1 thread attach over HTTP/1.1 takes its connection over
+// (Connection: close), streams the thread's next run, and, once its client closed the
+// connection, ends at its next heartbeat (the Handler's own goroutine for it returns). With
+// StreamKeepAlive it stays with net/http.
+func TestAttachTakeOver(t *testing.T) {
+	agent := runtest.StartAgent(t)
+	for _, keepAlive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("StreamKeepAlive=%v", keepAlive), func(t *testing.T) {
+			h, px := startProxy(t, agent.URL, Config{StreamKeepAlive: keepAlive, HeartbeatInterval: 50 * time.Millisecond, AttachFollowPoll: 20 * time.Millisecond})
+			res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t-take", "r1", "chat"), nil)
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			runtest.WaitRunEnded(t, h.Store(), "t-take", "r1")
+
+			conn, err := net.Dial("tcp", px.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "GET /agui/threads/t-take/events?follow=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+			br := bufio.NewReader(conn)
+			att, err := http.ReadResponse(br, nil)
+			if err != nil || att.StatusCode != http.StatusOK {
+				t.Fatalf("follow attach: %v %v", att, err)
+			}
+			if att.Close == keepAlive {
+				t.Errorf("Connection: close is %v, want %v", att.Close, !keepAlive)
+			}
+			rd := sse.NewReader(att.Body, sse.Limits{})
+			next := func() string {
+				for {
+					f, err := rd.Next()
+					if err != nil {
+						t.Fatalf("reading the follow stream: %v", err)
+					}
+					if f.HasData && strings.HasPrefix(f.ID, "r2:") {
+						typ, _ := agui.EventType(f.Data)
+						return typ
+					}
+				}
+			}
+			redistest.WaitFor(t, 30*time.Second, "the follower's watch", func() bool { return h.threads.Live().Watches() == 1 })
+			res = runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t-take", "r2", "chat"), nil)
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			for typ := next(); !agui.IsTerminal(typ); typ = next() {
+			}
+			conn.Close() // the tab is closed while the stream follows the thread
+			redistest.WaitFor(t, 30*time.Second, "the follower gone", func() bool { return h.threads.Live().Watches() == 0 })
+			if !keepAlive {
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				if err := h.attach.Wait(ctx); err != nil {
+					t.Errorf("the taken-over stream's goroutine did not end: %v", err)
+				}
+			}
+		})
 	}
 }

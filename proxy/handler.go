@@ -116,6 +116,7 @@ func New(cfg Config) (*Handler, error) {
 			HeartbeatInterval: cfg.HeartbeatInterval,
 			ClientQueueBytes:  cfg.ClientQueueBytes,
 			WriteTimeout:      cfg.AttachWriteTimeout,
+			TakeOver:          !cfg.StreamKeepAlive,
 			Retry:             cfg.AttachRetry,
 			FollowPoll:        cfg.AttachFollowPoll,
 			MaxImportBytes:    cfg.MaxImportBytes,
@@ -760,6 +761,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		h.loops.Wait()
 		h.waitStreams(ctx)
 		h.threads.Close() // the shared followers and thread watches of attachers
+		h.waitAttachers(ctx)
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := h.writer.Shutdown(flushCtx); err != nil {
@@ -847,3 +849,13 @@ func (d *detachableWriter) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the writer (ReverseProxy flushes through it).
 func (d *detachableWriter) Unwrap() http.ResponseWriter { return d.w }
+
+// waitAttachers waits for the attach streams that took their connection over to end (their
+// runs ended; the thread follows ended with h.threads.Close), at most 5 s.
+func (h *Handler) waitAttachers(ctx context.Context) {
+	bound, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if h.attach.Wait(bound) != nil {
+		h.log.Warn("attach streams still being written at shutdown were left to close with the process")
+	}
+}

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/agui-proxy/agui-proxy/internal/inflight"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/thread"
@@ -106,7 +106,7 @@ type Handler struct {
 	store    recorder.Store
 	follower recorder.Follower
 	mux      *http.ServeMux
-	streams  sync.WaitGroup // the streams running on their own goroutine (finish)
+	streams  inflight.Counter // the streams running on their own goroutine (finish)
 }
 
 // New returns a Handler for cfg.

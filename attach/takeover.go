@@ -128,7 +128,7 @@ func (h *Handler) finish(slot *streamSlot, t *tailing) {
 	default:
 		// The request's context ends when the handler returns: the stream keeps its values.
 		t.r = t.r.WithContext(context.WithoutCancel(t.r.Context()))
-		h.streams.Add(1)
+		h.streams.Add()
 		go func() {
 			defer h.streams.Done()
 			defer cw.end()
@@ -140,13 +140,4 @@ func (h *Handler) finish(slot *streamSlot, t *tailing) {
 // Wait waits until the streams whose connections were taken over (Config.TakeOver) have ended,
 // or ctx is done. They end with their runs, and followed threads with the thread service's
 // Close.
-func (h *Handler) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { h.streams.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (h *Handler) Wait(ctx context.Context) error { return h.streams.Wait(ctx) }

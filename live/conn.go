@@ -3,6 +3,7 @@ package live
 import (
 	"net"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -33,17 +34,21 @@ type direct struct {
 	// nowait writes without blocking (nil: the connection cannot; drain writes everything).
 	nowait *nowaitWriter
 	// pending is what a write that did not block left of a chunk, written first by drain;
-	// pendingFrame is the size of the frame it belongs to (0: the last chunk), pendingEvent
-	// whether that frame counts as a written event.
-	pending      []byte
-	pendingFrame int
-	pendingEvent bool
-	draining     bool  // a drain goroutine is writing
-	ending       bool  // the last chunk was written or handed to drain
-	closed       bool  // conn is closed
-	lastWrite    int64 // time.Now().UnixNano() of the last write
-	beat         *time.Timer
-	onClose      func()
+	// pendingFrame is the size of the frames it belongs to (0: the last chunk), pendingEvents
+	// how many of them count as written events.
+	pending       []byte
+	pendingFrame  int
+	pendingEvents int
+	// cork holds the frames published with More, written with the next one (one chunk, one
+	// writev); a buffer from corkBuffers while it holds any, nil otherwise.
+	cork       *[]byte
+	corkEvents int   // the events in cork
+	draining   bool  // a drain goroutine is writing
+	ending     bool  // the last chunk was written or handed to drain
+	closed     bool  // conn is closed
+	lastWrite  int64 // time.Now().UnixNano() of the last write
+	beat       *time.Timer
+	onClose    func()
 }
 
 // ServeConn hands the subscriber its client's connection, taken over from the HTTP server
@@ -91,40 +96,78 @@ func (s *Subscriber) pushDirect(ev Event) (handled, ok bool) {
 	if d.draining || len(s.queue) > 0 {
 		return false, true
 	}
+	if ev.More && (d.cork == nil || len(*d.cork)+len(ev.Frame) <= corkBytes) {
+		if d.cork == nil {
+			d.cork = corkBuffers.Get().(*[]byte)
+		}
+		*d.cork = append(*d.cork, ev.Frame...)
+		d.corkEvents++
+		return true, true
+	}
 	if !s.writeChunk(ev.Frame, true) {
 		return true, false
 	}
 	return true, true
 }
 
-// writeChunk writes frame as one chunk without blocking, or hands what the socket did not
-// take to a drain goroutine; s.mu is held and no drain runs. It reports false when the write
-// failed: the connection is then closed (the caller removes the subscriber from its hub).
+// corkBytes bounds what a subscriber holds for More (see Event.More).
+const corkBytes = 32 << 10
+
+// corkBuffers lends the subscribers their cork while it holds frames.
+var corkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// uncork returns the cork's buffer to the pool; s.mu is held.
+func (d *direct) uncork() {
+	if d.cork == nil {
+		return
+	}
+	if cap(*d.cork) <= 2*corkBytes {
+		*d.cork = (*d.cork)[:0]
+		corkBuffers.Put(d.cork)
+	}
+	d.cork, d.corkEvents = nil, 0
+}
+
+// writeChunk writes what the cork holds and frame as one chunk without blocking, or hands
+// what the socket did not take to a drain goroutine; s.mu is held and no drain runs. event
+// tells whether frame counts as a written event. It reports false when the write failed: the
+// connection is then closed (the caller removes the subscriber from its hub).
 func (s *Subscriber) writeChunk(frame []byte, event bool) bool {
 	d := s.d
+	var held []byte
+	events := d.corkEvents
+	if d.cork != nil {
+		held = *d.cork
+	}
+	if event {
+		events++
+	}
+	size := len(held) + len(frame)
 	var head [20]byte
-	h := appendChunkHead(head[:0], len(frame))
+	h := appendChunkHead(head[:0], size)
 	n := 0
 	if d.nowait != nil {
 		var err error
-		n, err = d.nowait.write(h, frame, crlf)
+		n, err = d.nowait.write(h, held, frame, crlf)
 		if err != nil {
+			d.uncork()
 			s.fail(err)
 			return false
 		}
 	}
-	total := len(h) + len(frame) + len(crlf)
+	total := len(h) + size + len(crlf)
 	if n == total {
+		d.uncork()
 		d.lastWrite = time.Now().UnixNano()
-		if event && s.o.OnWrite != nil {
-			s.o.OnWrite(1, len(frame))
+		if events > 0 && s.o.OnWrite != nil {
+			s.o.OnWrite(events, size)
 		}
 		return true
 	}
 	// The socket's buffer is full: the rest of the chunk goes to drain, counted as the frame
 	// being written.
 	rest := make([]byte, 0, total-n)
-	for _, b := range [][]byte{h, frame, crlf} {
+	for _, b := range [][]byte{h, held, frame, crlf} {
 		if n >= len(b) {
 			n -= len(b)
 			continue
@@ -132,9 +175,10 @@ func (s *Subscriber) writeChunk(frame []byte, event bool) bool {
 		rest = append(rest, b[n:]...)
 		n = 0
 	}
-	d.pending, d.pendingFrame, d.pendingEvent = rest, len(frame), event
-	s.queued += len(frame)
-	s.writing = len(frame)
+	d.uncork()
+	d.pending, d.pendingFrame, d.pendingEvents = rest, size, events
+	s.queued += size
+	s.writing = size
 	s.startDrain()
 	return true
 }
@@ -146,6 +190,11 @@ func (s *Subscriber) endConn() {
 	if d.closed || d.draining {
 		return
 	}
+	if d.cork != nil && !d.ending { // what was held for a next frame that did not come
+		if !s.writeChunk(nil, false) || d.draining {
+			return // (drain ends the stream once it wrote the rest)
+		}
+	}
 	if s.err != nil || d.ending {
 		s.closeConn()
 		return
@@ -154,7 +203,7 @@ func (s *Subscriber) endConn() {
 	n := 0
 	if d.nowait != nil {
 		var err error
-		if n, err = d.nowait.write(lastChunk, nil, nil); err != nil {
+		if n, err = d.nowait.write(lastChunk, nil, nil, nil); err != nil {
 			s.closeConn()
 			return
 		}
@@ -163,7 +212,7 @@ func (s *Subscriber) endConn() {
 		s.closeConn()
 		return
 	}
-	d.pending, d.pendingFrame, d.pendingEvent = lastChunk[n:], 0, false
+	d.pending, d.pendingFrame, d.pendingEvents = lastChunk[n:], 0, 0
 	s.startDrain() // closes conn once the rest is written
 }
 
@@ -184,7 +233,7 @@ func (s *Subscriber) drain() {
 			s.mu.Unlock()
 			return
 		}
-		pending, pendingFrame, pendingEvent := d.pending, d.pendingFrame, d.pendingEvent
+		pending, pendingFrame, pendingEvents := d.pending, d.pendingFrame, d.pendingEvents
 		d.pending = nil
 		take := s.queue
 		if len(take) > 0 {
@@ -206,7 +255,7 @@ func (s *Subscriber) drain() {
 		}
 		s.mu.Unlock()
 
-		events, n, err := s.writeBlocking(d.conn, pending, pendingFrame, pendingEvent, take)
+		events, n, err := s.writeBlocking(d.conn, pending, pendingFrame, pendingEvents, take)
 		clear(take)
 		s.mu.Lock()
 		s.writing = 0
@@ -233,7 +282,7 @@ func (s *Subscriber) drain() {
 
 // writeBlocking writes pending, then each queued frame as a chunk, each write bounded by
 // Options.WriteTimeout. It returns the frames written and the queued bytes they accounted for.
-func (s *Subscriber) writeBlocking(conn net.Conn, pending []byte, pendingFrame int, pendingEvent bool, take []Event) (events, n int, err error) {
+func (s *Subscriber) writeBlocking(conn net.Conn, pending []byte, pendingFrame, pendingEvents int, take []Event) (events, n int, err error) {
 	if s.o.WriteTimeout > 0 {
 		conn.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 	}
@@ -242,9 +291,7 @@ func (s *Subscriber) writeBlocking(conn net.Conn, pending []byte, pendingFrame i
 			return events, n, err
 		}
 		n += pendingFrame
-		if pendingEvent {
-			events++
-		}
+		events += pendingEvents
 	}
 	var head [20]byte
 	for _, ev := range take {
@@ -308,6 +355,7 @@ func (s *Subscriber) closeConn() {
 		return
 	}
 	d.closed = true
+	d.uncork()
 	if d.beat != nil {
 		d.beat.Stop()
 	}

@@ -80,7 +80,7 @@ func TestServeConnWritesChunks(t *testing.T) {
 			sub.ServeConn(server, func() { closed.Add(1) })
 			go func() {
 				for i, f := range fs[1:] {
-					h.Publish(Event{Seq: int64(i + 2), Frame: f})
+					h.Publish(Event{Seq: int64(i + 2), Frame: f, More: i%4 != 0}) // (held, then written with the next)
 				}
 				h.End()
 			}()
@@ -227,5 +227,60 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestServeConnMore: frames published with More are held and written with the next frame
+// published without it, as one chunk; what is held when the hub ends or fails, or when the
+// stream falls silent, is written then.
+func TestServeConnMore(t *testing.T) {
+	fs := frames(10, 100)
+	var all []byte
+	for _, f := range fs {
+		all = append(all, f...)
+	}
+	t.Run("one chunk", func(t *testing.T) {
+		server, client := tcpPair(t, false)
+		h := NewHub(0)
+		var events atomic.Int32
+		sub, _ := h.Subscribe(0, Options{OnWrite: func(n, _ int) { events.Add(int32(n)) }})
+		sub.ServeConn(server, nil)
+		for i, f := range fs {
+			h.Publish(Event{Seq: int64(i + 1), Frame: f, More: i < len(fs)-1})
+		}
+		br := bufio.NewReader(client)
+		line, err := br.ReadString('\n')
+		if want := fmt.Sprintf("%x\r\n", len(all)); err != nil || line != want {
+			t.Fatalf("first chunk head %q, %v; want %q (every frame in one chunk)", line, err, want)
+		}
+		if events.Load() != int32(len(fs)) {
+			t.Errorf("OnWrite counted %d events, want %d", events.Load(), len(fs))
+		}
+		h.End()
+	})
+	for _, end := range []string{"End", "Fail", "heartbeat"} {
+		t.Run("held then "+end, func(t *testing.T) {
+			server, client := tcpPair(t, false)
+			h := NewHub(0)
+			sub, _ := h.Subscribe(0, Options{Heartbeat: 20 * time.Millisecond})
+			sub.ServeConn(server, nil)
+			for i, f := range fs {
+				h.Publish(Event{Seq: int64(i + 1), Frame: f, More: true})
+			}
+			switch end {
+			case "End":
+				h.End()
+			case "Fail":
+				h.Fail(errors.New("lost"))
+			}
+			r := httputil.NewChunkedReader(bufio.NewReader(client))
+			got := make([]byte, len(all))
+			if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, all) {
+				t.Fatalf("got %q, %v; want the held frames", got, err)
+			}
+			if end == "heartbeat" {
+				h.End()
+			}
+		})
 	}
 }

@@ -27,6 +27,11 @@ type Event struct {
 	Type string
 	// Frame is the SSE frame with its id line. It must not be modified after Publish.
 	Frame []byte
+	// More tells that the publisher has its next frame at hand (it is buffered, already
+	// read): a subscriber that writes to its connection itself (ServeConn) may hold this one
+	// and write both at once. A publisher about to wait publishes with More false (or ends
+	// the hub), which writes what was held.
+	More bool
 }
 
 // Hub fans one run's events out to its live subscribers. Publish never blocks; a subscriber

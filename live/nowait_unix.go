@@ -13,7 +13,7 @@ import (
 // subscriber's mu is held).
 type nowaitWriter struct {
 	raw syscall.RawConn
-	iov [3][]byte
+	iov [4][]byte
 	n   int
 	err error
 	fn  func(fd uintptr) bool // w.writev, bound once
@@ -38,15 +38,15 @@ func (w *nowaitWriter) writev(fd uintptr) bool {
 	return true
 }
 
-// write writes a, b and c (nil ones skipped) as far as the socket takes them without
+// write writes a, b, c and d (empty ones skipped) as far as the socket takes them without
 // blocking. It returns how many bytes were written; err is nil when the socket was merely
 // full, and the write's error otherwise (the client is gone, the connection broke or is
 // closed).
-func (w *nowaitWriter) write(a, b, c []byte) (int, error) {
-	w.iov = [3][]byte{a, b, c}
+func (w *nowaitWriter) write(a, b, c, d []byte) (int, error) {
+	w.iov = [4][]byte{a, b, c, d}
 	err := w.raw.Write(w.fn)
 	n, werr := w.n, w.err
-	w.iov, w.n, w.err = [3][]byte{}, 0, nil // (holds no frame)
+	w.iov, w.n, w.err = [4][]byte{}, 0, nil // (holds no frame)
 	if err != nil {
 		return 0, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/attach"
 	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/inspector"
+	"github.com/agui-proxy/agui-proxy/internal/inflight"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/thread"
@@ -45,7 +46,7 @@ type Handler struct {
 	done     chan struct{}     // closed by Shutdown: stops the lease and checkpoint loops
 	ckpts    chan recorder.Run // ended runs waiting for their checkpoint (see checkpoints)
 	loops    sync.WaitGroup
-	streams  sync.WaitGroup // the client connections taken over (run.direct) until closed
+	streams  inflight.Counter // the client connections taken over (run.direct) until closed
 	draining atomic.Bool
 	shutOnce sync.Once
 	shutErr  error
@@ -374,7 +375,7 @@ func (h *Handler) stream(w http.ResponseWriter, rn *run) {
 	if rn.direct {
 		// Hijack sends the headers (chunked transfer coding, Connection: close) first.
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			h.streams.Add(1)
+			h.streams.Add()
 			rn.sub.ServeConn(conn, h.streams.Done)
 			return
 		}
@@ -748,14 +749,10 @@ func (h *Handler) Ready(ctx context.Context) error {
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.shutOnce.Do(func() {
 		h.draining.Store(true)
-		done := make(chan struct{})
-		go func() { h.runs.wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			h.shutErr = ctx.Err()
+		if err := h.runs.pumps.Wait(ctx); err != nil {
+			h.shutErr = err
 			h.runs.cancelAll(errInterrupted)
-			<-done
+			h.runs.pumps.Wait(context.Background())
 		}
 		close(h.done)
 		h.loops.Wait()
@@ -809,14 +806,10 @@ var _ http.Handler = (*Handler)(nil)
 // end and closed: their runs have ended, a lagging client gets the rest of its queue (each
 // write bounded by AttachWriteTimeout). It waits at most 5 s.
 func (h *Handler) waitStreams(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { h.streams.Wait(); close(done) }()
 	bound, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	select {
-	case <-done:
-	case <-bound.Done():
-		h.log.Warn("client streams still being written at shutdown were left to close with the process")
+	if h.streams.Wait(bound) != nil {
+		h.log.Warn("client streams still being written at shutdown were left to close with the process", slog.Int("streams", h.streams.Len()))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/inflight"
 	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
@@ -107,8 +108,9 @@ const maxUnstored = 256
 type registry struct {
 	mu   sync.Mutex
 	runs map[string]*run // key: threadID + "\x00" + runID
-	wg   sync.WaitGroup
-	live atomic.Int64
+	// pumps counts the pump goroutines (a run may start while Shutdown waits: not a WaitGroup)
+	pumps inflight.Counter
+	live  atomic.Int64
 }
 
 func runKey(threadID, runID string) string { return threadID + "\x00" + runID }
@@ -165,7 +167,7 @@ func (g *registry) cancelAll(cause error) {
 // waits for it.
 func (r *run) start(body io.ReadCloser, o live.Options) *live.Subscriber {
 	sub, _ := r.hub.Subscribe(0, o)
-	r.h.runs.wg.Add(1)
+	r.h.runs.pumps.Add()
 	go r.pump(body)
 	return sub
 }
@@ -175,7 +177,7 @@ func (r *run) start(body io.ReadCloser, o live.Options) *live.Subscriber {
 // RUN_ERROR appended when the upstream did not end with RUN_FINISHED or RUN_ERROR.
 func (r *run) pump(body io.ReadCloser) {
 	h := r.h
-	defer h.runs.wg.Done()
+	defer h.runs.pumps.Done()
 	defer close(r.done)
 	defer h.runs.remove(r)
 	defer r.cancel(nil)
@@ -210,7 +212,7 @@ func (r *run) pump(body io.ReadCloser) {
 		}
 		if !f.HasData {
 			// Comments, heartbeats, blank lines: forwarded as they are, not recorded.
-			r.hub.Publish(live.Event{Frame: append([]byte(nil), f.Raw...)})
+			r.hub.Publish(live.Event{Frame: append([]byte(nil), f.Raw...), More: rd.FrameBuffered()})
 			continue
 		}
 		typ, ok := agui.EventType(f.Data)
@@ -262,7 +264,9 @@ func (r *run) pump(body io.ReadCloser) {
 			r.hub.End() // the clients' streams end with the terminal event
 			continue
 		}
-		r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
+		// More: the next frame is already read, so a client's connection gets both in one
+		// write (an agent faster than one write per event is read in large pieces).
+		r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out, More: rd.FrameBuffered()})
 	}
 	r.end(err)
 }

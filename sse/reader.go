@@ -194,6 +194,21 @@ func NewReader(r io.Reader, lim Limits) *Reader {
 	return rd
 }
 
+// FrameBuffered reports whether the bytes buffered after the last frame hold a blank line,
+// so the next call to Next returns a frame without reading (unless it is too large): a
+// caller that forwards frames may hold the one it has and write both at once.
+func (r *Reader) FrameBuffered() bool {
+	b := r.buf[r.pos:r.w]
+	return bytes.Contains(b, blankLF) || bytes.Contains(b, blankCRLF) || bytes.Contains(b, blankCR)
+}
+
+// The line endings around a blank line: LF LF, LF CR LF (CRLF CRLF and LF CRLF), CR CR.
+var (
+	blankLF   = []byte("\n\n")
+	blankCRLF = []byte("\n\r\n")
+	blankCR   = []byte("\r\r")
+)
+
 // Reset makes r read a new stream from rd with the same limits, keeping its
 // buffers, and forgets any error.
 func (r *Reader) Reset(rd io.Reader) {

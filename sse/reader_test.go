@@ -748,3 +748,79 @@ func TestReaderIdleHoldsNoHeapBuffer(t *testing.T) {
 		t.Errorf("after the burst the buffer is %d bytes, want the inline one", len(r.buf))
 	}
 }
+
+// countingReader hands out its input in the given piece sizes and counts its reads.
+type countingReader struct {
+	in    []byte
+	sizes []int
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if len(c.in) == 0 {
+		return 0, io.EOF
+	}
+	c.reads++
+	n := min(len(c.in), len(p))
+	if len(c.sizes) > 0 {
+		n = min(n, c.sizes[0])
+		c.sizes = c.sizes[1:]
+	}
+	copy(p, c.in[:n])
+	c.in = c.in[n:]
+	return n, nil
+}
+
+// TestFrameBuffered: whenever FrameBuffered says so, the next Next returns a frame without
+// reading (random frames with LF, CRLF and CR endings, comments and blank lines, read in random
+// pieces); and a stream buffered whole reports a frame buffered before each frame but the
+// last, so a caller holding frames while it does writes them all at once.
+func TestFrameBuffered(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	endings := []string{"\n", "\r\n", "\r"}
+	for trial := range 500 {
+		var in strings.Builder
+		frames := 1 + rng.IntN(8)
+		for range frames {
+			eol := endings[rng.IntN(len(endings))]
+			switch rng.IntN(4) {
+			case 0:
+				in.WriteString(": comment" + eol + eol)
+			default:
+				fmt.Fprintf(&in, "id: %d%sdata: {\"n\":%d}%s%s", rng.IntN(100), eol, rng.IntN(1000), eol, eol)
+			}
+		}
+		var sizes []int
+		for range 64 {
+			sizes = append(sizes, 1+rng.IntN(40))
+		}
+		cr := &countingReader{in: []byte(in.String()), sizes: sizes}
+		r := NewReader(cr, Limits{})
+		for {
+			buffered := r.FrameBuffered()
+			before := cr.reads
+			_, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("trial %d: %v", trial, err)
+			}
+			if buffered && cr.reads != before {
+				t.Fatalf("trial %d (%q): FrameBuffered was true, yet Next read", trial, in.String())
+			}
+		}
+	}
+	whole := "data: 1\n\n: c\r\n\r\ndata: 2\r\rdata: 3\n\n"
+	r := NewReader(strings.NewReader(whole), Limits{})
+	var got []bool
+	for {
+		if _, err := r.Next(); err != nil {
+			break
+		}
+		got = append(got, r.FrameBuffered())
+	}
+	if want := []bool{true, true, true, false}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("FrameBuffered after each frame of a stream read whole = %v, want %v", got, want)
+	}
+}

@@ -110,6 +110,18 @@ func (s *Subscriber) pushDirect(ev Event) (handled, ok bool) {
 	return true, true
 }
 
+// flushHeld writes what the subscriber holds for More (Hub.Flush); it reports false when the
+// subscriber failed.
+func (s *Subscriber) flushHeld() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.d
+	if d == nil || d.cork == nil || d.closed || d.draining {
+		return true
+	}
+	return s.writeChunk(nil, false)
+}
+
 // corkBytes bounds what a subscriber holds for More (see Event.More).
 const corkBytes = 32 << 10
 

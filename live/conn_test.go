@@ -258,16 +258,22 @@ func TestServeConnMore(t *testing.T) {
 		}
 		h.End()
 	})
-	for _, end := range []string{"End", "Fail", "heartbeat"} {
+	for _, end := range []string{"End", "Fail", "heartbeat", "Flush"} {
 		t.Run("held then "+end, func(t *testing.T) {
 			server, client := tcpPair(t, false)
 			h := NewHub(0)
-			sub, _ := h.Subscribe(0, Options{Heartbeat: 20 * time.Millisecond})
+			hb := 20 * time.Millisecond
+			if end != "heartbeat" {
+				hb = time.Hour // (the held frames must not wait for it)
+			}
+			sub, _ := h.Subscribe(0, Options{Heartbeat: hb})
 			sub.ServeConn(server, nil)
 			for i, f := range fs {
 				h.Publish(Event{Seq: int64(i + 1), Frame: f, More: true})
 			}
 			switch end {
+			case "Flush":
+				h.Flush()
 			case "End":
 				h.End()
 			case "Fail":
@@ -278,7 +284,7 @@ func TestServeConnMore(t *testing.T) {
 			if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, all) {
 				t.Fatalf("got %q, %v; want the held frames", got, err)
 			}
-			if end == "heartbeat" {
+			if end == "heartbeat" || end == "Flush" {
 				h.End()
 			}
 		})

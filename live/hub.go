@@ -90,6 +90,18 @@ func (h *Hub) PublishStored(ev Event, storedThrough int64) {
 	}
 }
 
+// Flush makes the subscribers that hold frames published with More (see Event.More) write
+// them now: the publisher is about to wait for something other than its next frame.
+func (h *Hub) Flush() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		if !s.flushHeld() {
+			delete(h.subs, s)
+		}
+	}
+}
+
 // keep appends ev to the backlog and trims it to its limit. h.mu is held.
 func (h *Hub) keep(ev Event) {
 	if h.backlogLimit == 0 {

@@ -88,6 +88,11 @@ type run struct {
 	// markFrame records upstream activity for the idle watchdog (nil when it is disabled).
 	markFrame func()
 	idBuf     []byte
+	// held: the last event was published with More (its clients may hold it until the next
+	// one); flushHeld lets it go before the pump waits for anything else. flush is
+	// r.flushHeld, bound once.
+	held  bool
+	flush func()
 	// unstored are the events handed to the writer that the pump has not yet seen stored,
 	// oldest first (pump goroutine only): once the store has them, the hub's backlog lets them
 	// go (publish).
@@ -212,7 +217,7 @@ func (r *run) pump(body io.ReadCloser) {
 		}
 		if !f.HasData {
 			// Comments, heartbeats, blank lines: forwarded as they are, not recorded.
-			r.hub.Publish(live.Event{Frame: append([]byte(nil), f.Raw...), More: rd.FrameBuffered()})
+			r.publish(live.Event{Frame: append([]byte(nil), f.Raw...), More: rd.FrameBuffered()})
 			continue
 		}
 		typ, ok := agui.EventType(f.Data)
@@ -358,6 +363,17 @@ func (r *run) emitData(typ string, data []byte) error {
 // that its backlog keeps only the ones an attacher could not read from the store yet.
 func (r *run) publish(ev live.Event) {
 	r.hub.PublishStored(ev, r.storedThrough())
+	r.held = ev.More
+}
+
+// flushHeld makes the clients write the event published with More before the pump waits for
+// something other than reading its next frame (the store: a full recorder buffer, a sync
+// append, the run's end being recorded).
+func (r *run) flushHeld() {
+	if r.held {
+		r.held = false
+		r.hub.Flush()
+	}
 }
 
 // storedThrough returns the seq through which the recorder has stored the run's events, as
@@ -385,6 +401,7 @@ func (r *run) storedThrough() int64 {
 // for the writer to store the run's events and status, at most settleTimeout; a run being
 // ended because the store is failing does not wait.
 func (r *run) settle() {
+	r.flushHeld()
 	r.settled = r.seq
 	if r.detail == CodeStorageUnavailable {
 		r.h.writer.Finish(r.meta, r.status, r.detail, r.seq)
@@ -420,13 +437,17 @@ func (r *run) record(typ string, frame []byte) error {
 	if r.h.cfg.Durability != recorder.DurabilitySync || r.final {
 		// A drop (store stuck past FullWait) is counted, logged and marked as a gap by the
 		// writer; its position 0 lets the backlog forget it (the store will never have it).
-		pos, _ := r.h.writer.AppendPos(r.meta, ev)
+		if r.flush == nil {
+			r.flush = r.flushHeld
+		}
+		pos, _ := r.h.writer.AppendPosWaiting(r.meta, ev, r.flush)
 		if len(r.unstored) == maxUnstored {
 			r.unstored = r.unstored[:copy(r.unstored, r.unstored[maxUnstored/2:])]
 		}
 		r.unstored = append(r.unstored, unstoredEvent{seq: ev.Seq, pos: pos})
 		return nil
 	}
+	r.flushHeld()
 	ctx, cancel := context.WithTimeout(r.ctx, syncStoreTimeout)
 	defer cancel()
 	if err := r.h.writer.AppendSync(ctx, r.meta, ev); err != nil {

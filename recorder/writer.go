@@ -239,6 +239,13 @@ func (w *Writer) Append(run Run, ev Event) error {
 // stored; the store records the gap instead). A caller that keeps events in memory until the
 // store has them (the live hub's backlog) uses it to let them go.
 func (w *Writer) AppendPos(run Run, ev Event) (pos uint64, err error) {
+	return w.AppendPosWaiting(run, ev, nil)
+}
+
+// AppendPosWaiting is AppendPos, calling beforeWait (when not nil) once before it waits for
+// room: a caller holding something for its next step (a frame it has not written yet) lets
+// it go before it is slowed down.
+func (w *Writer) AppendPosWaiting(run Run, ev Event, beforeWait func()) (pos uint64, err error) {
 	if err := validItem(run); err != nil {
 		return 0, err
 	}
@@ -263,12 +270,16 @@ func (w *Writer) AppendPos(run Run, ev Event) (pos uint64, err error) {
 			w.mu.Unlock()
 			return 0, ErrBufferFull
 		}
-		if waited.IsZero() {
+		first := waited.IsZero()
+		if first {
 			waited = time.Now()
 			w.st.Waits++
 		}
 		progress := w.progress
 		w.mu.Unlock()
+		if first && beforeWait != nil {
+			beforeWait()
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-progress:

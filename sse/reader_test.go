@@ -749,28 +749,6 @@ func TestReaderIdleHoldsNoHeapBuffer(t *testing.T) {
 	}
 }
 
-// countingReader hands out its input in the given piece sizes and counts its reads.
-type countingReader struct {
-	in    []byte
-	sizes []int
-	reads int
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	if len(c.in) == 0 {
-		return 0, io.EOF
-	}
-	c.reads++
-	n := min(len(c.in), len(p))
-	if len(c.sizes) > 0 {
-		n = min(n, c.sizes[0])
-		c.sizes = c.sizes[1:]
-	}
-	copy(p, c.in[:n])
-	c.in = c.in[n:]
-	return n, nil
-}
-
 // TestFrameBuffered: whenever FrameBuffered says so, the next Next returns a frame without
 // reading (random frames with LF, CRLF and CR endings, comments and blank lines, read in random
 // pieces); and a stream buffered whole reports a frame buffered before each frame but the
@@ -794,11 +772,11 @@ func TestFrameBuffered(t *testing.T) {
 		for range 64 {
 			sizes = append(sizes, 1+rng.IntN(40))
 		}
-		cr := &countingReader{in: []byte(in.String()), sizes: sizes}
+		cr := &chunkReader{data: []byte(in.String()), sizes: sizes} // (cr.i counts its reads)
 		r := NewReader(cr, Limits{})
 		for {
 			buffered := r.FrameBuffered()
-			before := cr.reads
+			before := cr.i
 			_, err := r.Next()
 			if err == io.EOF {
 				break
@@ -806,7 +784,7 @@ func TestFrameBuffered(t *testing.T) {
 			if err != nil {
 				t.Fatalf("trial %d: %v", trial, err)
 			}
-			if buffered && cr.reads != before {
+			if buffered && cr.i != before {
 				t.Fatalf("trial %d (%q): FrameBuffered was true, yet Next read", trial, in.String())
 			}
 		}

@@ -124,7 +124,7 @@ func (h *Handler) serveThread(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	events, _, _, err := h.prelude(ctx, run)
+	events, _, _, err := h.prelude(ctx, &run)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/thread"
 )
 
 // serveThreadEvents is the thread attach: GET {prefix}threads/{thread}/events.
@@ -57,6 +58,7 @@ func (t *tailing) wait() {
 	for i := range t.runs {
 		if _, err := t.h.tail(ctx, t.s, &t.runs[i], t.after, t.spans); !errors.Is(err, io.EOF) {
 			t.h.streamEnded(t.r, err)
+			t.s.abortOn(err)
 			return
 		}
 		t.after, t.spans = 0, nil
@@ -129,9 +131,29 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 		case !chain[idx].Complete(cursor.Seq):
 			failed = "events after this id are no longer all stored (trimmed or lost)"
 		default:
+			// The cursor's run, when it ended, is read to its end here, in its epoch: tailed
+			// after the first byte, a compaction at rest meanwhile would leave the stream no
+			// way on.
+			var recs []recorder.Event
+			if chain[idx].Status != recorder.StatusRunning {
+				if recs, err = h.storedEvents(sctx, chain[idx], cursor.Seq); errors.Is(err, errEpochChanged) {
+					failed = "the event id is from an earlier epoch of this run (its records were lost or re-created)"
+					break
+				} else if err != nil {
+					writeErr(w, r, h.log, storeErr(err))
+					return nil
+				}
+			}
 			h.cfg.Metrics.Resumed(true)
 			if err := s.begin(h.cfg.Retry, "exact"); err != nil {
 				return nil
+			}
+			if chain[idx].Status != recorder.StatusRunning {
+				if _, _, err := s.writeStored(recs, chain[idx], cursor.Seq, nil); err != nil {
+					return nil
+				}
+				t.runs = chain[idx+1:]
+				return t
 			}
 			t.runs, t.after = chain[idx:], cursor.Seq
 			return t
@@ -145,7 +167,7 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 	}
 	// The prelude is read before the first byte: a store that fails here gets a problem, not
 	// a stream that breaks off.
-	prelude, pos, spans, err := h.prelude(sctx, head)
+	prelude, pos, spans, err := h.prelude(sctx, &head)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return nil
@@ -165,27 +187,41 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 }
 
 // prelude returns the compacted branch through run (its events so far if it is running), the
-// position it covers, and the ephemeral spans open there.
-func (h *Handler) prelude(ctx context.Context, run recorder.Run) ([]compact.Event, recorder.Cursor, *ephemeralSpans, error) {
-	pos := recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: run.LastSeq}
-	if run.Status != recorder.StatusRunning {
-		evs, err := h.threads.Branch(ctx, run.ThreadID, run.RunID)
-		return evs, pos, nil, err
+// position it covers, and the ephemeral spans open there. A running run that ended and was
+// compacted at rest before its events were read is read again (into *run), ended.
+func (h *Handler) prelude(ctx context.Context, run *recorder.Run) ([]compact.Event, recorder.Cursor, *ephemeralSpans, error) {
+	for attempt := 1; ; attempt++ {
+		pos := recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: run.LastSeq}
+		if run.Status != recorder.StatusRunning {
+			evs, err := h.threads.Branch(ctx, run.ThreadID, run.RunID)
+			return evs, pos, nil, err
+		}
+		base, err := h.threads.Branch(ctx, run.ThreadID, run.ParentRunID)
+		if err != nil {
+			return nil, pos, nil, err
+		}
+		recs, err := h.storedEvents(ctx, *run, 0)
+		if errors.Is(err, errEpochChanged) && attempt < maxEpochReads {
+			if *run, err = h.store.Run(ctx, run.ThreadID, run.RunID); err != nil {
+				return nil, pos, nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, pos, nil, err
+		}
+		spans := h.newSpans()
+		cur := make([]compact.Event, 0, len(recs))
+		pos.Seq = 0
+		for _, rec := range recs {
+			pos.Seq = rec.Seq
+			if ev, ok := thread.ParseRecord(rec); ok {
+				cur = append(cur, ev)
+				spans.see(ev.Type)
+			}
+		}
+		return h.threads.Compact(append(base, cur...)), pos, spans, nil
 	}
-	base, err := h.threads.Branch(ctx, run.ThreadID, run.ParentRunID)
-	if err != nil {
-		return nil, pos, nil, err
-	}
-	cur, last, err := h.threads.RunEvents(ctx, run.ThreadID, run.RunID, 0, -1)
-	if err != nil {
-		return nil, pos, nil, err
-	}
-	pos.Seq = last
-	spans := h.newSpans()
-	for _, e := range cur {
-		spans.see(e.Type)
-	}
-	return h.threads.Compact(append(base, cur...)), pos, spans, nil
 }
 
 // followThread keeps a ?follow=1 stream open: each new run of the thread is streamed raw from
@@ -227,6 +263,7 @@ func (t *tailing) followThread(ctx context.Context) {
 		}
 		if _, err := h.tail(ctx, t.s, &t.runs[0], 0, nil); !errors.Is(err, io.EOF) {
 			h.streamEnded(t.r, err)
+			t.s.abortOn(err)
 			return
 		}
 		if timer != nil {
@@ -269,30 +306,50 @@ func (h *Handler) serveRunEvents(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) startRunEvents(w http.ResponseWriter, r *http.Request) *tailing {
 	sctx, cancel := h.setupCtx(r.Context()) // the store reads before the first byte
 	defer cancel()
-	_, run, err := h.accessRun(sctx, r)
-	if err != nil {
-		writeErr(w, r, h.log, err)
-		return nil
-	}
 	cursor, hasCursor, err := cursorFrom(r)
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return nil
 	}
-	var after int64
-	if hasCursor {
-		switch {
-		case cursor.RunID != run.RunID:
-			writeErr(w, r, h.log, problem.ErrCursorForeign)
+	var (
+		run   recorder.Run
+		after int64
+		recs  []recorder.Event // an ended run's events after the cursor, read before the first byte
+	)
+	for attempt := 1; ; attempt++ {
+		_, run, err = h.accessRun(sctx, r)
+		if err != nil {
+			writeErr(w, r, h.log, err)
 			return nil
-		case cursor.Epoch != run.Epoch || !run.Complete(cursor.Seq) ||
-			(cursor.Seq > run.LastSeq && run.Status != recorder.StatusRunning):
+		}
+		if hasCursor {
+			switch {
+			case cursor.RunID != run.RunID:
+				writeErr(w, r, h.log, problem.ErrCursorForeign)
+				return nil
+			case cursor.Epoch != run.Epoch || !run.Complete(cursor.Seq) ||
+				(cursor.Seq > run.LastSeq && run.Status != recorder.StatusRunning):
+				writeErr(w, r, h.log, problem.ErrUnrecoverable)
+				return nil
+			}
+			after = cursor.Seq
+		} else if !run.Complete(0) {
 			writeErr(w, r, h.log, problem.ErrUnrecoverable)
 			return nil
 		}
-		after = cursor.Seq
-	} else if !run.Complete(0) {
-		writeErr(w, r, h.log, problem.ErrUnrecoverable)
+		if run.Status == recorder.StatusRunning {
+			break
+		}
+		// An ended run is read to its end here, in its epoch: tailed after the first byte, a
+		// compaction at rest meanwhile would leave the stream no way on. Compacted since
+		// its metadata was read, it is read again: a cursor then has an earlier epoch.
+		recs, err = h.storedEvents(sctx, run, after)
+		if err == nil || !errors.Is(err, errEpochChanged) || attempt == maxEpochReads {
+			break
+		}
+	}
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
 		return nil
 	}
 	h.cfg.Metrics.StreamStarted("run")
@@ -303,6 +360,10 @@ func (h *Handler) startRunEvents(w http.ResponseWriter, r *http.Request) *tailin
 	if err := s.begin(h.cfg.Retry, "exact"); err != nil {
 		h.cfg.Metrics.StreamEnded("run")
 		return nil
+	}
+	if run.Status != recorder.StatusRunning {
+		s.writeStored(recs, run, after, nil)
+		return &tailing{h: h, r: r, s: s, kind: "run"} // nothing left to tail: wait ends the metrics
 	}
 	return &tailing{h: h, r: r, s: s, kind: "run", runs: []recorder.Run{run}, after: after}
 }
@@ -322,40 +383,59 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		writeErr(w, r, h.log, err)
 		return
 	}
-	run, err := h.store.Run(sctx, th.ID, runID)
-	if err != nil {
-		writeErr(w, r, h.log, storeErr(err))
-		return
-	}
 	cursor, err := recorder.ParseCursor(lastEventID)
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	if cursor.RunID != run.RunID {
-		writeErr(w, r, h.log, fmt.Errorf("%w: it names run %q", problem.ErrCursorForeign, cursor.RunID))
-		return
+	var (
+		run    recorder.Run
+		recs   []recorder.Event
+		failed string
+		cut    int64
+	)
+	// The run's metadata, then every event it has stored, in the same epoch: a run compacted
+	// at rest in between is read again (its new epoch then answers like any earlier one).
+	for attempt := 1; ; attempt++ {
+		if run, err = h.store.Run(sctx, th.ID, runID); err != nil {
+			writeErr(w, r, h.log, storeErr(err))
+			return
+		}
+		if cursor.RunID != run.RunID {
+			writeErr(w, r, h.log, fmt.Errorf("%w: it names run %q", problem.ErrCursorForeign, cursor.RunID))
+			return
+		}
+		failed, cut = "", min(cursor.Seq, run.LastSeq)
+		switch {
+		case cursor.Epoch != run.Epoch:
+			failed, cut = "the event id is from an earlier epoch of this run (its records were lost or re-created)", run.LastSeq
+		case !run.Complete(cursor.Seq):
+			failed, cut = "events after this id are no longer all stored (trimmed or lost)", run.LastSeq
+		}
+		recs, err = h.storedEvents(sctx, run, 0)
+		if err == nil || !errors.Is(err, errEpochChanged) || attempt == maxEpochReads {
+			break
+		}
 	}
-	failed, cut := "", min(cursor.Seq, run.LastSeq)
-	switch {
-	case cursor.Epoch != run.Epoch:
-		failed, cut = "the event id is from an earlier epoch of this run (its records were lost or re-created)", run.LastSeq
-	case !run.Complete(cursor.Seq):
-		failed, cut = "events after this id are no longer all stored (trimmed or lost)", run.LastSeq
+	if err != nil {
+		writeErr(w, r, h.log, storeErr(err))
+		return
 	}
 	base, err := h.threads.Branch(sctx, th.ID, run.ParentRunID)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
-	cur, last, err := h.threads.RunEvents(sctx, th.ID, run.RunID, 0, cut)
-	if err != nil {
-		writeErr(w, r, h.log, storeErr(err))
-		return
-	}
+	var last int64 // the last event the prelude covers
 	spans := h.newSpans()
-	for _, e := range cur {
-		spans.see(e.Type)
+	cur := make([]compact.Event, 0, len(recs))
+	for len(recs) > 0 && recs[0].Seq <= cut {
+		last = recs[0].Seq
+		if ev, ok := thread.ParseRecord(recs[0]); ok {
+			cur = append(cur, ev)
+			spans.see(ev.Type)
+		}
+		recs = recs[1:]
 	}
 	prelude := h.threads.Compact(append(base, cur...))
 	if len(cur) > 0 && cur[0].Type == agui.RunStarted {
@@ -383,8 +463,38 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		return
 	}
 	h.cfg.Metrics.Prelude("resume", time.Since(began))
+	// The events stored after the cursor, as read with the prelude; then the live tail.
+	last, ended, err := s.writeStored(recs, run, last, spans)
+	if err != nil || ended || run.Status != recorder.StatusRunning {
+		return
+	}
 	_, err = h.tail(ctx, s, &run, last, spans)
 	h.streamEnded(r, err)
+	s.abortOn(err)
+}
+
+// maxEpochReads bounds the reads of a run that keeps being compacted at rest between the
+// read of its metadata and of its events (once is already rare: compaction at rest replaces
+// a run's events once).
+const maxEpochReads = 3
+
+// errEpochChanged: a run's events were read in another epoch than its metadata: the run was
+// compacted at rest (recorder.RunCompactor) in between, its events replaced and numbered anew.
+var errEpochChanged = errors.New("the run was compacted at rest meanwhile (its events have a new epoch)")
+
+// storedEvents reads run's stored events after after, all of run's epoch (errEpochChanged
+// otherwise: one Events read is of one epoch, the one the frames' ids name).
+func (h *Handler) storedEvents(ctx context.Context, run recorder.Run, after int64) ([]recorder.Event, error) {
+	recs, err := h.store.Events(ctx, run.ThreadID, run.RunID, after, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading events of run %q: %w", run.RunID, err)
+	}
+	for _, rec := range recs {
+		if recorder.OtherEpoch(rec.Frame, run.Epoch) {
+			return nil, fmt.Errorf("run %q: %w", run.RunID, errEpochChanged)
+		}
+	}
+	return recs, nil
 }
 
 // clientLeft reports whether err is a write to a client that closed its connection: how a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -249,6 +250,12 @@ func cursorString(c recorder.Cursor) string {
 // pump by more than the hub's backlog) are read from the store first, so no event is missed
 // or repeated at the seam.
 // spans, when not nil, holds the ephemeral spans open at afterSeq that the prelude left out.
+//
+// The events must be of run's epoch. A run compacted at rest since it was read has events of
+// another: tailed from its start, with nothing written yet, the tail goes on in the new epoch;
+// else it ends with errEpochChanged (the client has part of the run, which the new events,
+// numbered anew, cannot continue) and the caller breaks the stream off (abortOn) for the
+// client to resume: its event id, of the old epoch, then gets the full history.
 func (h *Handler) tail(ctx context.Context, s *stream, run *recorder.Run, afterSeq int64, spans *ephemeralSpans) (int64, error) {
 	o := live.Options{
 		QueueBytes:   h.cfg.ClientQueueBytes,
@@ -274,9 +281,15 @@ func (h *Handler) tail(ctx context.Context, s *stream, run *recorder.Run, afterS
 		}
 	}
 	var buf []byte
+	changed := false
 	err = sub.WriteTo(s.w, func(ev live.Event) ([]byte, bool) {
 		if ev.Seq <= last {
 			return nil, false // a comment, or never twice
+		}
+		if recorder.OtherEpoch(ev.Frame, run.Epoch) {
+			if changed = !adopt(run, ev.Frame, last); changed {
+				return nil, true
+			}
 		}
 		last = ev.Seq
 		if ev.Type == "" || spans.skip(ev.Type) {
@@ -290,6 +303,9 @@ func (h *Handler) tail(ctx context.Context, s *stream, run *recorder.Run, afterS
 		buf = appendRecord(buf[:0], recorder.Event{Seq: ev.Seq, Type: ev.Type, Frame: ev.Frame}, run.RunID, run.Epoch)
 		return buf, last
 	})
+	if changed {
+		return last, fmt.Errorf("run %q after event %d: %w", run.RunID, last, errEpochChanged)
+	}
 	return last, err
 }
 
@@ -365,6 +381,9 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 			if ev.Seq <= last {
 				continue // never twice
 			}
+			if recorder.OtherEpoch(ev.Frame, run.Epoch) && !adopt(run, ev.Frame, last) {
+				return last, fmt.Errorf("run %q after event %d: %w", run.RunID, last, errEpochChanged)
+			}
 			last = ev.Seq
 			if ev.Type == "" || spans.skip(ev.Type) {
 				continue
@@ -426,4 +445,49 @@ func cursorFrom(r *http.Request) (recorder.Cursor, bool, error) {
 	}
 	c, err := recorder.ParseCursor(v)
 	return c, true, err
+}
+
+// adopt makes frame's epoch run's when the tail has written nothing of the run yet (last is
+// 0): a run compacted at rest before its tail began is tailed whole in its new epoch. It
+// reports whether it did.
+func adopt(run *recorder.Run, frame []byte, last int64) bool {
+	if last != 0 {
+		return false
+	}
+	run.Epoch = recorder.FrameEpoch(frame)
+	return true
+}
+
+// writeStored writes recs, events of run stored after the event last, and returns the last
+// one's seq and whether it ended the run.
+func (s *stream) writeStored(recs []recorder.Event, run recorder.Run, last int64, spans *ephemeralSpans) (int64, bool, error) {
+	ended := false
+	for _, rec := range recs {
+		last = rec.Seq
+		if rec.Type == "" || spans.skip(rec.Type) {
+			continue // not a JSON event (recorded, not replayed), or the rest of a left-out span
+		}
+		s.buf = appendRecord(s.buf, rec, run.RunID, run.Epoch)
+		if len(s.buf) >= 32<<10 {
+			if err := s.flush(); err != nil {
+				return last, ended, err
+			}
+		}
+		ended = agui.IsTerminal(rec.Type)
+	}
+	return last, ended, s.flush()
+}
+
+// abortOn breaks the stream off when err is errEpochChanged, so that the client sees a broken
+// stream and resumes from its last event id, instead of an end it takes for the run's.
+// Through net/http it must be called from the handler's goroutine.
+func (s *stream) abortOn(err error) {
+	if !errors.Is(err, errEpochChanged) {
+		return
+	}
+	if s.conn != nil {
+		s.conn.broken = true // end closes the connection without the last chunk
+		return
+	}
+	panic(http.ErrAbortHandler)
 }

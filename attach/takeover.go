@@ -35,6 +35,7 @@ type connWriter struct {
 	conn   net.Conn
 	buf    *[]byte // borrowed from chunkBuffers between a Write and its Flush
 	header http.Header
+	broken bool // end closes the connection without the last chunk: the client sees the stream break
 }
 
 func (c *connWriter) Header() http.Header {
@@ -77,10 +78,10 @@ func (c *connWriter) FlushError() error {
 // SetWriteDeadline bounds the next writes (http.ResponseController).
 func (c *connWriter) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
 
-// end writes what is left and the last chunk, then closes the connection.
+// end writes what is left and the last chunk (unless broken), then closes the connection.
 func (c *connWriter) end() {
 	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if c.FlushError() == nil {
+	if c.FlushError() == nil && !c.broken {
 		c.conn.Write(lastChunk)
 	}
 	c.conn.Close()

@@ -347,13 +347,15 @@ const EpochLength = 8
 
 const epochAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
 
+func validEpochByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= '2' && c <= '7' }
+
 // ValidEpoch reports whether s has the form of an epoch made by NewEpoch.
 func ValidEpoch(s string) bool {
 	if len(s) != EpochLength {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if strings.IndexByte(epochAlphabet, s[i]) < 0 {
+		if !validEpochByte(s[i]) {
 			return false
 		}
 	}

@@ -57,15 +57,16 @@ func (s *Service) RunEvents(ctx context.Context, threadID, runID string, afterSe
 			break
 		}
 		last = rec.Seq
-		if ev, ok := parseRecord(rec); ok {
+		if ev, ok := ParseRecord(rec); ok {
 			events = append(events, ev)
 		}
 	}
 	return events, last, nil
 }
 
-// parseRecord decodes a recorded frame into an event.
-func parseRecord(rec recorder.Event) (compact.Event, bool) {
+// ParseRecord decodes a recorded frame into an event; false for a frame that is not a JSON
+// event (the official client would fail on it: such frames are kept in the store and exports).
+func ParseRecord(rec recorder.Event) (compact.Event, bool) {
 	if rec.Type == "" {
 		return compact.Event{}, false
 	}

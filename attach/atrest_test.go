@@ -1,0 +1,174 @@
+package attach_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/attach"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
+	"github.com/agui-proxy/agui-proxy/proxy"
+	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/thread"
+)
+
+// compactingStore is a memory store that compacts a run at rest (thread.Service.CompactRun,
+// what AGUI_COMPACT_AFTER's sweeper does) when a reader first asks for the run's events or
+// follows it after arm: the compaction then falls between a reader's read of the run's
+// metadata and of its events, where a sweeper's can fall at any time.
+type compactingStore struct {
+	*recorder.MemoryStore
+	svc *thread.Service // on the memory store itself: its reads do not trigger
+
+	mu     sync.Mutex
+	target recorder.RunRef
+	result thread.RestResult
+	err    error
+	fired  bool
+}
+
+func newCompactingStore(t *testing.T) *compactingStore {
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	svc, err := thread.New(thread.Config{Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &compactingStore{MemoryStore: mem, svc: svc}
+}
+
+// arm makes the next Events or Follow of the run compact it first.
+func (c *compactingStore) arm(threadID, runID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.target, c.fired = recorder.RunRef{ThreadID: threadID, RunID: runID}, false
+}
+
+// compacted fails t unless the armed compaction ran and replaced the run's events.
+func (c *compactingStore) compacted(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.fired || c.err != nil || c.result != thread.RestCompacted {
+		t.Fatalf("the run was not compacted at rest while read (fired %v, result %v, err %v): the test proves nothing", c.fired, c.result, c.err)
+	}
+}
+
+func (c *compactingStore) trigger(ctx context.Context, threadID, runID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fired || c.target != (recorder.RunRef{ThreadID: threadID, RunID: runID}) {
+		return
+	}
+	c.fired = true
+	c.result, c.err = c.svc.CompactRun(context.WithoutCancel(ctx), threadID, runID)
+}
+
+func (c *compactingStore) Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]recorder.Event, error) {
+	c.trigger(ctx, threadID, runID)
+	return c.MemoryStore.Events(ctx, threadID, runID, after, limit)
+}
+
+func (c *compactingStore) Follow(ctx context.Context, threadID, runID string, after int64) (recorder.Subscription, error) {
+	c.trigger(ctx, threadID, runID)
+	return c.MemoryStore.Follow(ctx, threadID, runID, after)
+}
+
+// TestResumeMeetsCompactionAtRest resumes from an event id in the middle of an ended run whose
+// events are replaced by their merged form (compaction at rest) between the resume's read of
+// the run and of its events. Every way in must still end with the uninterrupted run's
+// messages and state: the POST resume and the thread attach answer the full history
+// (resume_failed: the id's epoch is gone), the run attach refuses the id (410). Before, the
+// answer was built from the merged events as if they were the raw ones: the assistant message
+// stopped at the cut (CI, e2e TestResumeOfficialClientCompactAtRest, scenario crlf, K=15).
+func TestResumeMeetsCompactionAtRest(t *testing.T) {
+	store := newCompactingStore(t)
+	e := newEnv(t, proxy.Config{Store: store})
+	for i, via := range []string{"post", "thread", "run"} {
+		t.Run(via, func(t *testing.T) {
+			threadID, runID := "rest-"+via, "rest-run-"+itoa(i)
+			body := runtest.RunBody(threadID, runID, "tools", "")
+			res := e.post(t, t.Context(), body, nil)
+			all := readEvents(t, res.Body)
+			res.Body.Close()
+			runtest.WaitRunEnded(t, store, threadID, runID)
+			wm, ws := replay(t, all)
+			cut := all[len(all)/2].id
+
+			store.arm(threadID, runID)
+			switch via {
+			case "post":
+				res = e.post(t, t.Context(), body, http.Header{"Last-Event-ID": {cut}})
+			case "thread":
+				res = e.get(t, "/agui/threads/"+threadID+"/events", http.Header{"Last-Event-ID": {cut}})
+			case "run":
+				res = e.get(t, "/agui/threads/"+threadID+"/runs/"+runID+"/events", http.Header{"Last-Event-ID": {cut}})
+			}
+			defer res.Body.Close()
+			store.compacted(t)
+			if via == "run" {
+				if res.StatusCode != http.StatusGone {
+					t.Fatalf("run attach from an id the compaction replaced = %d, want 410", res.StatusCode)
+				}
+				return
+			}
+			if res.StatusCode != 200 || res.Header.Get(attach.ResumeHeader) != "full-history" {
+				t.Fatalf("resume = %d %q, want 200 full-history", res.StatusCode, res.Header.Get(attach.ResumeHeader))
+			}
+			got := readEvents(t, res.Body)
+			if len(got) == 0 || !agui.IsTerminal(got[len(got)-1].typ) {
+				t.Fatalf("resume stream of %d events does not end with the run's end", len(got))
+			}
+			gm, gs := replay(t, got)
+			if !jsonEqual(gm, wm) || !jsonEqual(gs, ws) {
+				t.Errorf("resumed stream replays to\n%s %s\nwant\n%s %s", gm, gs, wm, ws)
+			}
+		})
+	}
+}
+
+// TestAttachTailsRunCompactedBeforeItsTail: a thread attach from an id in the thread's first run
+// tails the second from its start; that run is compacted at rest as the tail follows it. The
+// tail goes on in the run's new epoch (nothing of it was written yet) and the stream ends with
+// the thread's messages and state.
+func TestAttachTailsRunCompactedBeforeItsTail(t *testing.T) {
+	store := newCompactingStore(t)
+	e := newEnv(t, proxy.Config{Store: store})
+	var runs [][]event
+	for _, runID := range []string{"a", "b"} {
+		res := e.post(t, t.Context(), runtest.RunBody("rest-tail", runID, "tools", ""), nil)
+		runs = append(runs, readEvents(t, res.Body))
+		res.Body.Close()
+		runtest.WaitRunEnded(t, store, "rest-tail", runID)
+	}
+	full := e.get(t, "/agui/threads/rest-tail/events", nil)
+	wm, ws := replay(t, readEvents(t, full.Body))
+	full.Body.Close()
+
+	store.arm("rest-tail", "b")
+	cut := len(runs[0]) - 3
+	res := e.get(t, "/agui/threads/rest-tail/events", http.Header{"Last-Event-ID": {runs[0][cut].id}})
+	defer res.Body.Close()
+	got := readEvents(t, res.Body)
+	store.compacted(t)
+	if res.Header.Get(attach.ResumeHeader) != "exact" {
+		t.Fatalf("resume from run a's event = %q, want exact", res.Header.Get(attach.ResumeHeader))
+	}
+	if len(got) <= 2 || got[len(got)-1].typ != agui.RunFinished {
+		t.Fatalf("attach stream of %d events does not end with run b's end", len(got))
+	}
+	b, err := store.Run(t.Context(), "rest-tail", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range got[2:] {
+		if c, err := recorder.ParseCursor(ev.id); err != nil || c.RunID != "b" || c.Epoch != b.Epoch {
+			t.Fatalf("run b's event id %q: not of its new epoch %s", ev.id, b.Epoch)
+		}
+	}
+	gm, gs := replay(t, append(append([]event(nil), runs[0][:cut+1]...), got...))
+	if !jsonEqual(gm, wm) || !jsonEqual(gs, ws) {
+		t.Errorf("the stream continues run a's first events to\n%s %s\nwant\n%s %s", gm, gs, wm, ws)
+	}
+}

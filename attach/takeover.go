@@ -4,9 +4,10 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/chunked"
 )
 
 // Taking an attach stream's connection over.
@@ -23,11 +24,6 @@ import (
 
 // chunkBuffers lends connWriter the buffer of one flush.
 var chunkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
-var (
-	crlf      = []byte("\r\n")
-	lastChunk = []byte("0\r\n\r\n")
-)
 
 // connWriter is the http.ResponseWriter of a stream whose connection was taken over after its
 // headers: each Flush writes what was written since as one chunk of the body.
@@ -64,7 +60,7 @@ func (c *connWriter) FlushError() error {
 	var err error
 	if len(b) > 0 {
 		var head [20]byte
-		bufs := net.Buffers{append(strconv.AppendUint(head[:0], uint64(len(b)), 16), '\r', '\n'), b, crlf}
+		bufs := net.Buffers{chunked.AppendHead(head[:0], len(b)), b, chunked.CRLF}
 		_, err = bufs.WriteTo(c.conn)
 	}
 	if cap(b) <= 64<<10 { // (a large prelude's buffer is let go)
@@ -82,7 +78,7 @@ func (c *connWriter) SetWriteDeadline(t time.Time) error { return c.conn.SetWrit
 func (c *connWriter) end() {
 	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if c.FlushError() == nil && !c.broken {
-		c.conn.Write(lastChunk)
+		c.conn.Write(chunked.Last)
 	}
 	c.conn.Close()
 }

@@ -756,9 +756,14 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		}
 		close(h.done)
 		h.loops.Wait()
-		h.waitStreams(ctx)
+		// The client connections taken over (run.direct) are written to their end and closed:
+		// their runs have ended, a lagging client gets the rest of its queue (each write
+		// bounded by AttachWriteTimeout).
+		h.waitBounded(ctx, h.streams.Wait, "client streams")
 		h.threads.Close() // the shared followers and thread watches of attachers
-		h.waitAttachers(ctx)
+		// The attach streams that took their connection over end with their runs, and the
+		// thread follows with h.threads.Close.
+		h.waitBounded(ctx, h.attach.Wait, "attach streams")
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := h.writer.Shutdown(flushCtx); err != nil {
@@ -802,14 +807,13 @@ func (smallBufferPool) Put(b []byte) { smallCopyBuffers.Put(&b) }
 
 var _ http.Handler = (*Handler)(nil)
 
-// waitStreams waits for the client connections taken over (run.direct) to be written to their
-// end and closed: their runs have ended, a lagging client gets the rest of its queue (each
-// write bounded by AttachWriteTimeout). It waits at most 5 s.
-func (h *Handler) waitStreams(ctx context.Context) {
+// waitBounded calls wait (streams.Wait, attach.Wait) with ctx bounded to 5 s, and logs what is
+// left when the streams did not end in time.
+func (h *Handler) waitBounded(ctx context.Context, wait func(context.Context) error, what string) {
 	bound, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if h.streams.Wait(bound) != nil {
-		h.log.Warn("client streams still being written at shutdown were left to close with the process", slog.Int("streams", h.streams.Len()))
+	if wait(bound) != nil {
+		h.log.Warn(what + " still being written at shutdown were left to close with the process")
 	}
 }
 
@@ -842,13 +846,3 @@ func (d *detachableWriter) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the writer (ReverseProxy flushes through it).
 func (d *detachableWriter) Unwrap() http.ResponseWriter { return d.w }
-
-// waitAttachers waits for the attach streams that took their connection over to end (their
-// runs ended; the thread follows ended with h.threads.Close), at most 5 s.
-func (h *Handler) waitAttachers(ctx context.Context) {
-	bound, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if h.attach.Wait(bound) != nil {
-		h.log.Warn("attach streams still being written at shutdown were left to close with the process")
-	}
-}

@@ -2,7 +2,10 @@ package attach_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/sse"
 	"github.com/agui-proxy/agui-proxy/thread"
 )
 
@@ -170,5 +174,95 @@ func TestAttachTailsRunCompactedBeforeItsTail(t *testing.T) {
 	gm, gs := replay(t, append(append([]event(nil), runs[0][:cut+1]...), got...))
 	if !jsonEqual(gm, wm) || !jsonEqual(gs, ws) {
 		t.Errorf("the stream continues run a's first events to\n%s %s\nwant\n%s %s", gm, gs, wm, ws)
+	}
+}
+
+// endingStore is a compactingStore whose hook: before the armed Follow, the running run gets its
+// last events and its end, then is compacted at rest, so the follow meets the merged events.
+type endingStore struct {
+	*compactingStore
+	end func()
+}
+
+func (e *endingStore) Follow(ctx context.Context, threadID, runID string, after int64) (recorder.Subscription, error) {
+	e.compactingStore.mu.Lock()
+	armed := !e.fired && e.target == (recorder.RunRef{ThreadID: threadID, RunID: runID})
+	e.compactingStore.mu.Unlock()
+	if armed {
+		e.end()
+	}
+	return e.compactingStore.Follow(ctx, threadID, runID, after)
+}
+
+// TestAttachBreaksOffWhenTailedRunIsCompacted: a thread attach from an id inside a running run
+// pumped elsewhere (here: written to the store directly) tails it from the store; the run ends
+// and is compacted at rest before the tail reads on. The merged events, numbered anew, cannot
+// continue what the client has: the stream is broken off (no clean end) so the client resumes,
+// and its id, of the old epoch, then gets the full history. Through net/http and with the
+// connection taken over.
+func TestAttachBreaksOffWhenTailedRunIsCompacted(t *testing.T) {
+	for _, keepAlive := range []bool{false, true} {
+		name := "take-over"
+		if keepAlive {
+			name = "net/http"
+		}
+		t.Run(name, func(t *testing.T) {
+			cs := newCompactingStore(t)
+			run := recorder.Run{ThreadID: "brk", RunID: "brk-1", Epoch: recorder.NewEpoch(), Route: recorder.DefaultRoute}
+			frame := func(seq int64, data string) recorder.Event {
+				f, err := sse.AppendEvent(nil, sse.Event{ID: recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: seq}.String(), Data: []byte(data)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				typ, _ := agui.EventType([]byte(data))
+				return recorder.Event{Seq: seq, Type: typ, Frame: f}
+			}
+			evs := []recorder.Event{frame(1, `{"type":"RUN_STARTED","threadId":"brk","runId":"brk-1"}`),
+				frame(2, `{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`)}
+			for seq := int64(3); seq <= 12; seq++ {
+				evs = append(evs, frame(seq, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"word `+itoa(int(seq))+` "}`))
+			}
+			ctx := t.Context()
+			if _, err := cs.CreateRun(ctx, run, recorder.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.Append(ctx, []recorder.Batch{{Run: run, Events: evs}}); err != nil {
+				t.Fatal(err)
+			}
+			store := &endingStore{compactingStore: cs, end: func() {
+				tail := []recorder.Event{frame(13, `{"type":"TEXT_MESSAGE_END","messageId":"m1"}`),
+					frame(14, `{"type":"RUN_FINISHED","threadId":"brk","runId":"brk-1"}`)}
+				if err := cs.Append(ctx, []recorder.Batch{{Run: run, Events: tail}}); err != nil {
+					t.Error(err)
+				}
+				if err := cs.FinishRun(ctx, run.ThreadID, run.RunID, recorder.StatusFinished, "", 14); err != nil {
+					t.Error(err)
+				}
+			}}
+			e := newEnv(t, proxy.Config{Store: store, StreamKeepAlive: keepAlive})
+			cut := recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: 2}.String()
+			cs.arm(run.ThreadID, run.RunID)
+			res := e.get(t, "/agui/threads/brk/events", http.Header{"Last-Event-ID": {cut}})
+			defer res.Body.Close()
+			if res.Header.Get(attach.ResumeHeader) != "exact" {
+				t.Fatalf("resume from a running run = %q, want exact", res.Header.Get(attach.ResumeHeader))
+			}
+			_, err := io.ReadAll(res.Body)
+			cs.compacted(t)
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("the stream ended with %v, want a broken stream (io.ErrUnexpectedEOF)", err)
+			}
+			// The client resumes from its id: the full history, with the whole message.
+			again := e.get(t, "/agui/threads/brk/events", http.Header{"Last-Event-ID": {cut}})
+			defer again.Body.Close()
+			got := readEvents(t, again.Body)
+			if again.Header.Get(attach.ResumeHeader) != "full-history" {
+				t.Fatalf("resume after the break = %q, want full-history", again.Header.Get(attach.ResumeHeader))
+			}
+			m, _ := replay(t, got)
+			if !strings.Contains(m, "word 3 word 4") || !strings.Contains(m, "word 12 ") {
+				t.Errorf("the full history holds %s, want the whole message", m)
+			}
+		})
 	}
 }

@@ -13,7 +13,7 @@ import (
 // It allocates only when the type string contains escapes; it is on the proxy's per-event
 // path.
 func EventType(data []byte) (typ string, ok bool) {
-	if !json.Valid(data) {
+	if !Valid(data) {
 		return "", false
 	}
 	i := skipSpace(data, 0)

@@ -92,7 +92,7 @@ func DecodeRunInput(body []byte) (*RunInput, error) {
 // and repeats of the protected members. A body that is valid JSON is split by a scan (values
 // alias body); any other takes decodeMembers, which says where it is malformed.
 func scanMembers(body []byte) (*RunInput, error) {
-	if !json.Valid(body) {
+	if !Valid(body) {
 		return decodeMembers(body)
 	}
 	i := skipSpace(body, 0)
@@ -262,7 +262,7 @@ func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 // MessageID returns the "id" member of a message object, or "" when it has none (or msg is
 // not a JSON object, or its "id" is not a string; of repeated "id" members the last counts).
 func MessageID(msg json.RawMessage) string {
-	if !json.Valid(msg) {
+	if !Valid(msg) {
 		return ""
 	}
 	return validMessageID(msg)

@@ -17,7 +17,7 @@ const RawFrameKey = "agui-proxy.frame"
 // exportFrame returns the eventList element for one recorded frame's data: the JSON itself
 // (an event, or JSON that is not an event, both kept), or the data wrapped under RawFrameKey.
 func exportFrame(data []byte) json.RawMessage {
-	if json.Valid(data) {
+	if agui.Valid(data) {
 		if _, wrapped := rawFrame(data); !wrapped {
 			return json.RawMessage(data)
 		}
@@ -49,7 +49,7 @@ func rawFrame(raw []byte) (string, bool) {
 func importFrame(raw json.RawMessage) (data []byte, typ string, err error) {
 	if s, ok := rawFrame(raw); ok {
 		data = []byte(s)
-	} else if json.Valid(raw) {
+	} else if agui.Valid(raw) {
 		data = compactJSON(raw)
 	} else {
 		return nil, "", errors.New("not JSON")

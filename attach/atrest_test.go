@@ -1,6 +1,7 @@
 package attach_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -262,6 +263,53 @@ func TestAttachBreaksOffWhenTailedRunIsCompacted(t *testing.T) {
 			m, _ := replay(t, got)
 			if !strings.Contains(m, "word 3 word 4") || !strings.Contains(m, "word 12 ") {
 				t.Errorf("the full history holds %s, want the whole message", m)
+			}
+		})
+	}
+}
+
+// TestEndedRunReadInPages: an ended run longer than a store page (storedPage) is written from
+// the store page by page; run attach, thread attach from an id and the POST resume each get
+// every event after their start once, in order, through the run's end.
+func TestEndedRunReadInPages(t *testing.T) {
+	e := newEnv(t, proxy.Config{})
+	body := runtest.RunBody("pages", "pages-1", "bench", `,"events":4500,"intervalMs":0`)
+	res := e.post(t, t.Context(), body, nil)
+	all := readEvents(t, res.Body)
+	res.Body.Close()
+	runtest.WaitRunEnded(t, e.h.Store(), "pages", "pages-1")
+	if len(all) < 4500 {
+		t.Fatalf("the run has %d events", len(all))
+	}
+	from := 10
+	for _, via := range []string{"run", "run-after", "thread", "post"} {
+		t.Run(via, func(t *testing.T) {
+			var res *http.Response
+			want := all[from:]
+			switch via {
+			case "run":
+				res, want = e.get(t, "/agui/threads/pages/runs/pages-1/events", nil), all
+			case "run-after":
+				res = e.get(t, "/agui/threads/pages/runs/pages-1/events", http.Header{"Last-Event-ID": {all[from-1].id}})
+			case "thread":
+				res = e.get(t, "/agui/threads/pages/events", http.Header{"Last-Event-ID": {all[from-1].id}})
+			case "post":
+				res = e.post(t, t.Context(), body, http.Header{"Last-Event-ID": {all[from-1].id}})
+			}
+			defer res.Body.Close()
+			got := readEvents(t, res.Body)
+			if via == "post" { // the prelude (RUN_STARTED, the compacted first events, the marker) first
+				for len(got) > 0 && got[0].id != want[0].id {
+					got = got[1:]
+				}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d events after the start, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i].id != want[i].id || !bytes.Equal(got[i].data, want[i].data) {
+					t.Fatalf("event %d = %s, want %s", i, got[i].id, want[i].id)
+				}
 			}
 		})
 	}

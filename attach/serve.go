@@ -44,6 +44,7 @@ type tailing struct {
 	kind   string         // the Metrics stream kind, ended by wait
 	runs   []recorder.Run // tailed in turn, the first after after and past spans, the others from their start
 	after  int64
+	stored bool // runs[0] has ended: the rest of it is read from the store (replayStored), not tailed
 	spans  *ephemeralSpans
 	follow string // with ?follow=1, the thread followed once runs are done
 	head   string // the thread's head run when set up (follow's starting point)
@@ -56,7 +57,11 @@ func (t *tailing) wait() {
 	t.s.buf = nil // the prelude's buffer (up to 4 KiB) is not kept while the attacher waits
 	ctx := t.r.Context()
 	for i := range t.runs {
-		if _, err := t.h.tail(ctx, t.s, &t.runs[i], t.after, t.spans); !errors.Is(err, io.EOF) {
+		tail := t.h.tail
+		if i == 0 && t.stored {
+			tail = t.h.replayStored
+		}
+		if _, err := tail(ctx, t.s, &t.runs[i], t.after, t.spans); !errors.Is(err, io.EOF) {
 			t.h.streamEnded(t.r, err)
 			t.s.abortOn(err)
 			return
@@ -131,12 +136,12 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 		case !chain[idx].Complete(cursor.Seq):
 			failed = "events after this id are no longer all stored (trimmed or lost)"
 		default:
-			// The cursor's run, when it ended, is read to its end here, in its epoch: tailed
-			// after the first byte, a compaction at rest meanwhile would leave the stream no
-			// way on.
+			// The cursor's run, when it ended, is read from the store here, in its epoch (its
+			// first page: the rest by wait): tailed after the first byte, a compaction at rest
+			// meanwhile would leave the stream no way on.
 			var recs []recorder.Event
 			if chain[idx].Status != recorder.StatusRunning {
-				if recs, err = h.storedEvents(sctx, chain[idx], cursor.Seq); errors.Is(err, errEpochChanged) {
+				if recs, err = h.storedEvents(sctx, chain[idx], cursor.Seq, storedPage); errors.Is(err, errEpochChanged) {
 					failed = "the event id is from an earlier epoch of this run (its records were lost or re-created)"
 					break
 				} else if err != nil {
@@ -148,14 +153,18 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 			if err := s.begin(h.cfg.Retry, "exact"); err != nil {
 				return nil
 			}
-			if chain[idx].Status != recorder.StatusRunning {
-				if _, _, err := s.writeStored(recs, chain[idx], cursor.Seq, nil); err != nil {
-					return nil
-				}
-				t.runs = chain[idx+1:]
-				return t
-			}
 			t.runs, t.after = chain[idx:], cursor.Seq
+			if chain[idx].Status != recorder.StatusRunning {
+				last, ended, err := s.writeStored(recs, chain[idx], cursor.Seq, nil)
+				switch {
+				case err != nil:
+					return nil
+				case ended || len(recs) < storedPage:
+					t.runs, t.after = chain[idx+1:], 0
+				default:
+					t.after, t.stored = last, true
+				}
+			}
 			return t
 		}
 	}
@@ -200,7 +209,7 @@ func (h *Handler) prelude(ctx context.Context, run *recorder.Run) ([]compact.Eve
 		if err != nil {
 			return nil, pos, nil, err
 		}
-		recs, err := h.storedEvents(ctx, *run, 0)
+		recs, err := h.storedEvents(ctx, *run, 0, 0)
 		if errors.Is(err, errEpochChanged) && attempt < maxEpochReads {
 			if *run, err = h.store.Run(ctx, run.ThreadID, run.RunID); err != nil {
 				return nil, pos, nil, err
@@ -340,10 +349,11 @@ func (h *Handler) startRunEvents(w http.ResponseWriter, r *http.Request) *tailin
 		if run.Status == recorder.StatusRunning {
 			break
 		}
-		// An ended run is read to its end here, in its epoch: tailed after the first byte, a
-		// compaction at rest meanwhile would leave the stream no way on. Compacted since
-		// its metadata was read, it is read again: a cursor then has an earlier epoch.
-		recs, err = h.storedEvents(sctx, run, after)
+		// An ended run is read from the store here, in its epoch (its first page: the rest
+		// by wait): tailed after the first byte, a compaction at rest meanwhile would leave
+		// the stream no way on. Compacted since its metadata was read, it is read again: a
+		// cursor then has an earlier epoch.
+		recs, err = h.storedEvents(sctx, run, after, storedPage)
 		if err == nil || !errors.Is(err, errEpochChanged) || attempt == maxEpochReads {
 			break
 		}
@@ -361,11 +371,15 @@ func (h *Handler) startRunEvents(w http.ResponseWriter, r *http.Request) *tailin
 		h.cfg.Metrics.StreamEnded("run")
 		return nil
 	}
+	t := &tailing{h: h, r: r, s: s, kind: "run", runs: []recorder.Run{run}, after: after}
 	if run.Status != recorder.StatusRunning {
-		s.writeStored(recs, run, after, nil)
-		return &tailing{h: h, r: r, s: s, kind: "run"} // nothing left to tail: wait ends the metrics
+		last, ended, err := s.writeStored(recs, run, after, nil)
+		if err != nil || ended || len(recs) < storedPage {
+			t.runs = nil // nothing left: wait ends the metrics
+		}
+		t.after, t.stored = last, true
 	}
-	return &tailing{h: h, r: r, s: s, kind: "run", runs: []recorder.Run{run}, after: after}
+	return t
 }
 
 // ServeResume answers a run POST that re-sends a known run with Last-Event-ID: instead of
@@ -393,6 +407,7 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		recs   []recorder.Event
 		failed string
 		cut    int64
+		limit  int
 	)
 	// The run's metadata, then every event it has stored, in the same epoch: a run compacted
 	// at rest in between is read again (its new epoch then answers like any earlier one).
@@ -412,7 +427,9 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		case !run.Complete(cursor.Seq):
 			failed, cut = "events after this id are no longer all stored (trimmed or lost)", run.LastSeq
 		}
-		recs, err = h.storedEvents(sctx, run, 0)
+		// Every event through the cut (the prelude compacts them) and a page after it.
+		limit = int(cut) + storedPage
+		recs, err = h.storedEvents(sctx, run, 0, limit)
 		if err == nil || !errors.Is(err, errEpochChanged) || attempt == maxEpochReads {
 			break
 		}
@@ -421,6 +438,7 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
+	more := len(recs) == limit // (the run may have more stored)
 	base, err := h.threads.Branch(sctx, th.ID, run.ParentRunID)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
@@ -463,12 +481,20 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		return
 	}
 	h.cfg.Metrics.Prelude("resume", time.Since(began))
-	// The events stored after the cursor, as read with the prelude; then the live tail.
+	// The events stored after the cursor, as read with the prelude; then the rest of an
+	// ended run from the store, or the live tail.
 	last, ended, err := s.writeStored(recs, run, last, spans)
-	if err != nil || ended || run.Status != recorder.StatusRunning {
+	switch {
+	case err != nil || ended:
 		return
+	case run.Status != recorder.StatusRunning:
+		if !more {
+			return
+		}
+		_, err = h.replayStored(ctx, s, &run, last, spans)
+	default:
+		_, err = h.tail(ctx, s, &run, last, spans)
 	}
-	_, err = h.tail(ctx, s, &run, last, spans)
 	h.streamEnded(r, err)
 	s.abortOn(err)
 }
@@ -482,10 +508,15 @@ const maxEpochReads = 3
 // compacted at rest (recorder.RunCompactor) in between, its events replaced and numbered anew.
 var errEpochChanged = errors.New("the run was compacted at rest meanwhile (its events have a new epoch)")
 
-// storedEvents reads run's stored events after after, all of run's epoch (errEpochChanged
-// otherwise: one Events read is of one epoch, the one the frames' ids name).
-func (h *Handler) storedEvents(ctx context.Context, run recorder.Run, after int64) ([]recorder.Event, error) {
-	recs, err := h.store.Events(ctx, run.ThreadID, run.RunID, after, 0)
+// storedPage bounds the events of an ended run read from the store at once (storedEvents): a
+// long run is written out page by page instead of being held whole per request.
+const storedPage = 2000
+
+// storedEvents reads up to limit (<= 0: all) of run's stored events after after, all of run's
+// epoch (errEpochChanged otherwise: one Events read is of one epoch, the one the frames' ids
+// name).
+func (h *Handler) storedEvents(ctx context.Context, run recorder.Run, after int64, limit int) ([]recorder.Event, error) {
+	recs, err := h.store.Events(ctx, run.ThreadID, run.RunID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading events of run %q: %w", run.RunID, err)
 	}
@@ -495,6 +526,29 @@ func (h *Handler) storedEvents(ctx context.Context, run recorder.Run, after int6
 		}
 	}
 	return recs, nil
+}
+
+// replayStored writes the events of run, which has ended, stored after after, page by page
+// from the store, each page in run's epoch. It returns io.EOF at the run's end. A run
+// compacted at rest since it was read ends the stream with errEpochChanged (see tail).
+func (h *Handler) replayStored(ctx context.Context, s *stream, run *recorder.Run, after int64, spans *ephemeralSpans) (int64, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return after, err
+		}
+		recs, err := h.storedEvents(ctx, *run, after, storedPage)
+		if err != nil {
+			return after, err
+		}
+		last, ended, err := s.writeStored(recs, *run, after, spans)
+		if err != nil {
+			return last, err
+		}
+		if ended || len(recs) < storedPage {
+			return last, io.EOF
+		}
+		after = last
+	}
 }
 
 // clientLeft reports whether err is a write to a client that closed its connection: how a

@@ -79,11 +79,20 @@ func listIDs(v attach.ThreadListView) string {
 	return strings.Join(ids, " ")
 }
 
+// nextMilli returns once the wall clock's millisecond changed: a thread's activity is
+// stored in milliseconds, so two runs started within one would tie (and order by thread id).
+func nextMilli() {
+	for ms := time.Now().UnixMilli(); time.Now().UnixMilli() == ms; {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
 func TestThreadListAndDelete(t *testing.T) {
 	bothStores(t, func(t *testing.T, store recorder.Store) {
 		e := newEnv(t, proxy.Config{Store: store, IdentityHeader: "X-User"})
 		e.runTo(t, "alice", "a1", "r1", "chat")
 		e.runTo(t, "alice", "a2", "r1", "tools")
+		nextMilli()                             // (activity is kept in ms: a tie would order by id)
 		e.runTo(t, "alice", "a1", "r2", "chat") // a1 becomes the most recently active
 		e.runTo(t, "bob", "b1", "r1", "chat")
 

@@ -72,6 +72,11 @@ type Config struct {
 	// recorder.DefaultFullWait; negative: drop at once). While the store keeps making
 	// progress a fast agent is slowed to its pace and nothing is dropped.
 	RecorderFullWait time.Duration
+	// RecorderLinger is the least time between two store writes of the recorder while no run
+	// waits on the store (recorder.WriterConfig.Linger): events gather into fewer, larger
+	// round trips. A run's end and sync durability are not delayed by it. Zero:
+	// recorder.DefaultLinger; negative: none (each write as soon as the previous one is done).
+	RecorderLinger time.Duration
 	// Registerer receives the proxy's Prometheus collectors (agui_proxy_*). nil: no metrics.
 	Registerer prometheus.Registerer
 	// Logger receives structured logs. nil: discard.

@@ -68,6 +68,7 @@ func New(cfg Config) (*Handler, error) {
 		Durability:        cfg.Durability,
 		MaxBufferedEvents: cfg.RecorderBuffer,
 		FullWait:          cfg.RecorderFullWait,
+		Linger:            recorderLinger(cfg.RecorderLinger),
 		Logger:            cfg.Logger,
 	})
 	transport := cfg.Transport
@@ -806,6 +807,17 @@ func (smallBufferPool) Get() []byte  { return *smallCopyBuffers.Get().(*[]byte) 
 func (smallBufferPool) Put(b []byte) { smallCopyBuffers.Put(&b) }
 
 var _ http.Handler = (*Handler)(nil)
+
+// recorderLinger maps Config.RecorderLinger to recorder.WriterConfig.Linger.
+func recorderLinger(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return recorder.DefaultLinger
+	case d < 0:
+		return 0
+	}
+	return d
+}
 
 // waitBounded calls wait (streams.Wait, attach.Wait) with ctx bounded to 5 s, and logs what is
 // left when the streams did not end in time.

@@ -43,6 +43,8 @@ const (
 	// DefaultFullWait is how long Append waits for room in a full buffer while the store
 	// makes no progress, before it drops events (see WriterConfig.FullWait).
 	DefaultFullWait = 10 * time.Second
+	// DefaultLinger is the Linger the proxy uses unless configured (proxy.Config.RecorderLinger).
+	DefaultLinger = 2 * time.Millisecond
 )
 
 // ErrBufferFull is returned by Writer.Append when the buffer stayed full for FullWait while
@@ -69,6 +71,13 @@ type WriterConfig struct {
 	// store is down or hung). Zero: DefaultFullWait; negative: never wait (drop at once, the
 	// behaviour before backpressure).
 	FullWait time.Duration
+	// Linger is the least time between the starts of two batches while nobody waits on the
+	// store: the writer lets events gather instead of sending each as it comes, so one round
+	// trip carries more of them (fewer system calls and store calls per event). A caller
+	// waiting on the store (AppendSync, FinishSync, Flush, a full buffer) or a queue of
+	// MaxBatchEvents ends the wait at once, so a run's terminal event and sync durability are
+	// not delayed. An event reaches the store up to Linger later. Zero: send at once.
+	Linger time.Duration
 	// RetryMin and RetryMax bound the exponential backoff after a store error (defaults
 	// DefaultRetryMin, DefaultRetryMax).
 	RetryMin, RetryMax time.Duration
@@ -141,11 +150,15 @@ type Writer struct {
 	// writeStart is when the write in flight began (zero when none): the store is stuck once
 	// it is older than FullWait.
 	writeStart time.Time
-	st         WriterStats
+	// urgent counts the callers waiting on the store (wait, a full buffer): Linger does not
+	// hold the next batch while it is not zero.
+	urgent int
+	st     WriterStats
 
 	batcher batcher // the writer goroutine's
 
 	wake    chan struct{} // cap 1: something was queued or Shutdown started
+	hurry   chan struct{} // cap 1: Linger must end (a caller waits, the queue is a full batch)
 	stop    chan struct{} // closed when Shutdown gives up waiting: abandon work
 	exited  chan struct{} // closed when the goroutine returns
 	stopCtx context.Context
@@ -180,6 +193,7 @@ func NewWriter(cfg WriterConfig) *Writer {
 		progress: make(chan struct{}),
 		overflow: map[runID]bool{},
 		wake:     make(chan struct{}, 1),
+		hurry:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		exited:   make(chan struct{}),
 		stopCtx:  ctx, cancel: cancel,
@@ -198,6 +212,23 @@ func (w *Writer) signal() {
 	}
 }
 
+// hurryUp ends a Linger wait.
+func (w *Writer) hurryUp() {
+	select {
+	case w.hurry <- struct{}{}:
+	default:
+	}
+}
+
+// waiting counts a caller that starts (+1) or stops (-1) waiting on the store; one that
+// starts ends a Linger wait. w.mu must be held.
+func (w *Writer) waiting(delta int) {
+	w.urgent += delta
+	if delta > 0 && w.cfg.Linger > 0 {
+		w.hurryUp()
+	}
+}
+
 // enqueue adds it when there is room. w.mu must be held. It returns the item's position
 // (completion is reached when done >= position) and whether it was queued.
 func (w *Writer) enqueue(it item) (uint64, bool) {
@@ -213,6 +244,9 @@ func (w *Writer) enqueue(it item) (uint64, bool) {
 	}
 	w.q = append(w.q, it)
 	w.enq++
+	if w.cfg.Linger > 0 && len(w.q)-w.head == w.cfg.MaxBatchEvents {
+		w.hurryUp()
+	}
 	return w.enq, true
 }
 
@@ -276,6 +310,7 @@ func (w *Writer) AppendPosWaiting(run Run, ev Event, beforeWait func()) (pos uin
 			w.st.Waits++
 		}
 		progress := w.progress
+		w.waiting(+1)
 		w.mu.Unlock()
 		if first && beforeWait != nil {
 			beforeWait()
@@ -288,6 +323,7 @@ func (w *Writer) AppendPosWaiting(run Run, ev Event, beforeWait func()) (pos uin
 		}
 		t.Stop()
 		w.mu.Lock()
+		w.waiting(-1)
 	}
 }
 
@@ -339,21 +375,32 @@ func (w *Writer) AppendSync(ctx context.Context, run Run, ev Event) error {
 			return w.wait(ctx, pos)
 		}
 		progress := w.progress
+		w.waiting(+1)
 		w.mu.Unlock()
 		select {
 		case <-progress:
 		case <-ctx.Done():
 			w.mu.Lock()
+			w.waiting(-1)
 			w.dropLocked(run, ev.Seq)
 			w.mu.Unlock()
 			return fmt.Errorf("queueing event %d of run %q: %w", ev.Seq, run.RunID, ctx.Err())
 		}
 		w.mu.Lock()
+		w.waiting(-1)
 	}
 }
 
 // wait blocks until the items up to pos are done, ctx ends or the writer gives up.
 func (w *Writer) wait(ctx context.Context, pos uint64) error {
+	w.mu.Lock()
+	w.waiting(+1)
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.waiting(-1)
+		w.mu.Unlock()
+	}()
 	for {
 		w.mu.Lock()
 		done, progress := w.done.Load(), w.progress
@@ -461,6 +508,8 @@ func (w *Writer) Stats() WriterStats {
 func (w *Writer) loop() {
 	defer close(w.exited)
 	var take []item
+	var lastStart time.Time     // of the last batch
+	var lingerTimer *time.Timer // (Go 1.23 timers: Reset and Stop need no draining)
 	for {
 		w.mu.Lock()
 		for w.head == len(w.q) && !w.closed {
@@ -476,6 +525,22 @@ func (w *Writer) loop() {
 			w.mu.Unlock()
 			return
 		}
+		if rest := w.lingerLeft(lastStart); rest > 0 {
+			w.mu.Unlock()
+			if lingerTimer == nil {
+				lingerTimer = time.NewTimer(rest)
+			} else {
+				lingerTimer.Reset(rest)
+			}
+			select {
+			case <-lingerTimer.C:
+			case <-w.hurry:
+				lingerTimer.Stop()
+			case <-w.stop:
+				return
+			}
+			continue
+		}
 		take = take[:0]
 		n := 0
 		for i := w.head; i < len(w.q) && n < w.cfg.MaxBatchEvents; i++ {
@@ -486,6 +551,7 @@ func (w *Writer) loop() {
 		}
 		w.inflight = len(take)
 		w.writeStart = time.Now()
+		lastStart = w.writeStart
 		w.mu.Unlock()
 
 		if !w.write(take, n) {
@@ -515,6 +581,16 @@ func (w *Writer) loop() {
 		w.progress = make(chan struct{})
 		w.mu.Unlock()
 	}
+}
+
+// lingerLeft returns how much longer the loop holds the next batch (Linger): only while
+// nobody waits on the store, the queue holds less than a batch and the Writer is open. w.mu
+// must be held.
+func (w *Writer) lingerLeft(lastStart time.Time) time.Duration {
+	if w.cfg.Linger <= 0 || w.closed || w.urgent > 0 || len(w.q)-w.head >= w.cfg.MaxBatchEvents {
+		return 0
+	}
+	return w.cfg.Linger - time.Since(lastStart)
 }
 
 // finishBatcher is a Store that finishes several runs in one round trip (RedisStore: one

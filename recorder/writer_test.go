@@ -572,3 +572,71 @@ func TestWriterNoWait(t *testing.T) {
 		t.Errorf("Stats() = %+v, want no wait and 1 dropped", st)
 	}
 }
+
+// TestWriterLinger: with a Linger far longer than the test, events after a batch wait for the
+// next one; what ends the wait at once is a caller waiting on the store (FinishSync, Flush,
+// AppendSync), a queue of MaxBatchEvents, or Shutdown. Nothing is lost or reordered.
+func TestWriterLinger(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // (a hurry that never comes fails instead of hanging)
+	defer cancel()
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 8, Linger: time.Hour})
+	r := testRun("linger", "a")
+	appends := func() int { store.mu.Lock(); defer store.mu.Unlock(); return store.appends }
+
+	// The first batch goes at once (no batch before it); the next events then wait.
+	if err := w.AppendSync(ctx, r, testEvent(r, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(2); seq <= 5; seq++ {
+		if err := w.Append(r, testEvent(r, seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := w.Stats(); st.Appended != 1 || st.Queued != 4 {
+		t.Fatalf("after the first batch: %d stored, %d queued; want 1 and 4 lingering", st.Appended, st.Queued)
+	}
+	// A run's end waited on (FinishSync) takes the lingering events with it, in one batch.
+	before := appends()
+	if err := w.FinishSync(ctx, r, recorder.StatusFinished, "", 5); err != nil {
+		t.Fatalf("FinishSync while lingering: %v", err)
+	}
+	if n := appends() - before; n != 1 {
+		t.Errorf("the lingering events took %d store calls, want 1", n)
+	}
+	checkStored(t, store, r, 5)
+
+	// Flush ends a linger as well.
+	r2 := testRun("linger", "b")
+	if err := w.Append(r2, testEvent(r2, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatalf("Flush while lingering: %v", err)
+	}
+	checkStored(t, store, r2, 1)
+
+	// A full batch goes without anyone waiting.
+	for seq := int64(2); seq <= 9; seq++ {
+		if err := w.Append(r2, testEvent(r2, seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for w.Stats().Appended < 5+9 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("a queue of MaxBatchEvents lingered: %d stored", w.Stats().Appended)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	checkStored(t, store, r2, 9)
+
+	// Shutdown writes what lingers.
+	if err := w.Append(r2, testEvent(r2, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown while lingering: %v", err)
+	}
+	checkStored(t, store, r2, 10)
+}

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -126,6 +127,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			Durability:            durability,
 			RecorderBuffer:        cfg.RecorderBuffer,
 			RecorderFullWait:      cfg.RecorderFullWait,
+			RecorderLinger:        cmp.Or(cfg.RecorderLinger, -1), // 0: none (proxy.Config's zero is the default)
 			Logger:                log.With(slog.String("route", rt.name)),
 			Route:                 rt.name,
 			IdentityHeader:        cfg.IdentityHeader,

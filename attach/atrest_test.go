@@ -314,3 +314,64 @@ func TestEndedRunReadInPages(t *testing.T) {
 		})
 	}
 }
+
+// flakyEvents is a memory store whose Events fails once, after arm, from its skip-th call on
+// (a store read failing between two pages of a long ended run).
+type flakyEvents struct {
+	*recorder.MemoryStore
+	mu      sync.Mutex
+	skip    int
+	armed   bool
+	failed  bool
+	calls   int
+	retries int
+}
+
+func (f *flakyEvents) Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]recorder.Event, error) {
+	f.mu.Lock()
+	fail := false
+	if f.armed && !f.failed {
+		if f.calls++; f.calls > f.skip {
+			fail, f.failed = true, true
+		}
+	} else if f.failed {
+		f.retries++
+	}
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("injected: store read failed")
+	}
+	return f.MemoryStore.Events(ctx, threadID, runID, after, limit)
+}
+
+// TestEndedRunPagesSurviveStoreError: a read of a long ended run's second page fails once; the
+// stream started, so the read is retried (as the catch-up's) and the attacher still gets every
+// event once, in order, through the run's end.
+func TestEndedRunPagesSurviveStoreError(t *testing.T) {
+	store := &flakyEvents{MemoryStore: recorder.NewMemoryStore(recorder.MemoryConfig{}), skip: 1}
+	e := newEnv(t, proxy.Config{Store: store})
+	res := e.post(t, t.Context(), runtest.RunBody("flaky", "flaky-1", "bench", `,"events":4500,"intervalMs":0`), nil)
+	all := readEvents(t, res.Body)
+	res.Body.Close()
+	runtest.WaitRunEnded(t, store, "flaky", "flaky-1")
+	store.mu.Lock()
+	store.armed = true
+	store.mu.Unlock()
+	res = e.get(t, "/agui/threads/flaky/runs/flaky-1/events", nil)
+	defer res.Body.Close()
+	got := readEvents(t, res.Body)
+	store.mu.Lock()
+	failed, retries := store.failed, store.retries
+	store.mu.Unlock()
+	if !failed || retries == 0 {
+		t.Fatalf("failed %v, retries %d: the second page's read did not fail and retry (the test proves nothing)", failed, retries)
+	}
+	if len(got) != len(all) {
+		t.Fatalf("%d events, want the run's %d", len(got), len(all))
+	}
+	for i := range all {
+		if got[i].id != all[i].id {
+			t.Fatalf("event %d = %s, want %s", i, got[i].id, all[i].id)
+		}
+	}
+}

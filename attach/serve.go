@@ -529,14 +529,25 @@ func (h *Handler) storedEvents(ctx context.Context, run recorder.Run, after int6
 }
 
 // replayStored writes the events of run, which has ended, stored after after, page by page
-// from the store, each page in run's epoch. It returns io.EOF at the run's end. A run
-// compacted at rest since it was read ends the stream with errEpochChanged (see tail).
+// from the store, each page in run's epoch. It returns io.EOF at the run's end. A failed read
+// is retried as the catch-up's are (the stream started: design.md F12); a run compacted at
+// rest since it was read ends the stream with errEpochChanged (see tail).
 func (h *Handler) replayStored(ctx context.Context, s *stream, run *recorder.Run, after int64, spans *ephemeralSpans) (int64, error) {
+	var rt *storeRetry
 	for {
 		if err := ctx.Err(); err != nil {
 			return after, err
 		}
 		recs, err := h.storedEvents(ctx, *run, after, storedPage)
+		if err != nil && !errors.Is(err, errEpochChanged) {
+			if rt == nil {
+				rt = h.newStoreRetry(s, run)
+			}
+			if err := rt.wait(ctx, err); err != nil {
+				return after, storeErr(err)
+			}
+			continue
+		}
 		if err != nil {
 			return after, err
 		}

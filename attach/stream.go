@@ -330,40 +330,13 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 			sub.Close()
 		}
 	}()
-	var backoff time.Duration
-	quietSince, warned := time.Now(), false
-	// retry waits before the next attempt after a failed store read, writing the heartbeat
-	// when the stream was quiet for HeartbeatInterval; it returns what ends the stream.
-	retry := func(cause error) error {
-		if !retryable(cause) || ctx.Err() != nil {
-			return cause
-		}
-		if !warned {
-			h.log.Warn("attach catch-up: store read failed; retrying", "thread_id", run.ThreadID, "run_id", run.RunID, "err", cause)
-			warned = true
-		}
-		backoff = min(max(2*backoff, catchUpMinBackoff), catchUpMaxBackoff)
-		timer := time.NewTimer(backoff)
-		defer timer.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-		}
-		if h.cfg.HeartbeatInterval > 0 && time.Since(quietSince) >= h.cfg.HeartbeatInterval {
-			if err := s.comment(); err != nil {
-				return err
-			}
-			quietSince = time.Now()
-		}
-		return nil
-	}
+	rt := h.newStoreRetry(s, run)
 	for last < until {
 		if sub == nil {
 			var err error
 			if sub, err = h.follower.Follow(ctx, run.ThreadID, run.RunID, last); err != nil {
 				sub = nil
-				if err := retry(err); err != nil {
+				if err := rt.wait(ctx, err); err != nil {
 					return last, storeErr(err)
 				}
 				continue
@@ -377,7 +350,7 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 		cancel()
 		switch {
 		case err == nil:
-			backoff = 0
+			rt.backoff = 0
 			if ev.Seq <= last {
 				continue // never twice
 			}
@@ -392,7 +365,7 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 			if err := s.flush(); err != nil {
 				return last, err
 			}
-			quietSince = time.Now()
+			rt.quietSince = time.Now()
 			if agui.IsTerminal(ev.Type) {
 				return last, io.EOF
 			}
@@ -400,7 +373,7 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 			if err := s.comment(); err != nil {
 				return last, err
 			}
-			quietSince = time.Now()
+			rt.quietSince = time.Now()
 		case errors.Is(err, io.EOF):
 			return last, err
 		default:
@@ -408,12 +381,55 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 			// have lost its place: the store's Follow is exact from any seq).
 			sub.Close()
 			sub = nil
-			if err := retry(err); err != nil {
+			if err := rt.wait(ctx, err); err != nil {
 				return last, err
 			}
 		}
 	}
 	return last, nil
+}
+
+// storeRetry paces the retries of a stream's store reads after it started (catchUp,
+// replayStored): capped exponential backoff, the heartbeat written while the stream is quiet,
+// one warning per stream.
+type storeRetry struct {
+	h          *Handler
+	s          *stream
+	run        *recorder.Run
+	backoff    time.Duration
+	quietSince time.Time
+	warned     bool
+}
+
+func (h *Handler) newStoreRetry(s *stream, run *recorder.Run) *storeRetry {
+	return &storeRetry{h: h, s: s, run: run, quietSince: time.Now()}
+}
+
+// wait waits before the next attempt after cause, a failed store read, and returns what ends
+// the stream instead (cause when retrying cannot mend it, ctx's error, a failed heartbeat).
+func (rt *storeRetry) wait(ctx context.Context, cause error) error {
+	if !retryable(cause) || ctx.Err() != nil {
+		return cause
+	}
+	if !rt.warned {
+		rt.h.log.Warn("attach: store read failed after the stream started; retrying", "thread_id", rt.run.ThreadID, "run_id", rt.run.RunID, "err", cause)
+		rt.warned = true
+	}
+	rt.backoff = min(max(2*rt.backoff, catchUpMinBackoff), catchUpMaxBackoff)
+	timer := time.NewTimer(rt.backoff)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+	}
+	if rt.h.cfg.HeartbeatInterval > 0 && time.Since(rt.quietSince) >= rt.h.cfg.HeartbeatInterval {
+		if err := rt.s.comment(); err != nil {
+			return err
+		}
+		rt.quietSince = time.Now()
+	}
+	return nil
 }
 
 // Backoff bounds between catch-up attempts after a failed store read.

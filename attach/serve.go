@@ -409,8 +409,9 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		cut    int64
 		limit  int
 	)
-	// The run's metadata, then every event it has stored, in the same epoch: a run compacted
-	// at rest in between is read again (its new epoch then answers like any earlier one).
+	// The run's metadata, then its events through the cut and a page after, in the same epoch:
+	// a run compacted at rest in between is read again (its new epoch then answers like any
+	// earlier one).
 	for attempt := 1; ; attempt++ {
 		if run, err = h.store.Run(sctx, th.ID, runID); err != nil {
 			writeErr(w, r, h.log, storeErr(err))

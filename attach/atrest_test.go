@@ -27,6 +27,9 @@ type compactingStore struct {
 	*recorder.MemoryStore
 	svc *thread.Service // on the memory store itself: its reads do not trigger
 
+	// before, when set, runs just before the compaction (under the store's test lock).
+	before func()
+
 	mu     sync.Mutex
 	target recorder.RunRef
 	result thread.RestResult
@@ -67,6 +70,9 @@ func (c *compactingStore) trigger(ctx context.Context, threadID, runID string) {
 		return
 	}
 	c.fired = true
+	if c.before != nil {
+		c.before()
+	}
 	c.result, c.err = c.svc.CompactRun(context.WithoutCancel(ctx), threadID, runID)
 }
 
@@ -178,23 +184,6 @@ func TestAttachTailsRunCompactedBeforeItsTail(t *testing.T) {
 	}
 }
 
-// endingStore is a compactingStore whose hook: before the armed Follow, the running run gets its
-// last events and its end, then is compacted at rest, so the follow meets the merged events.
-type endingStore struct {
-	*compactingStore
-	end func()
-}
-
-func (e *endingStore) Follow(ctx context.Context, threadID, runID string, after int64) (recorder.Subscription, error) {
-	e.compactingStore.mu.Lock()
-	armed := !e.fired && e.target == (recorder.RunRef{ThreadID: threadID, RunID: runID})
-	e.compactingStore.mu.Unlock()
-	if armed {
-		e.end()
-	}
-	return e.compactingStore.Follow(ctx, threadID, runID, after)
-}
-
 // TestAttachBreaksOffWhenTailedRunIsCompacted: a thread attach from an id inside a running run
 // pumped elsewhere (here: written to the store directly) tails it from the store; the run ends
 // and is compacted at rest before the tail reads on. The merged events, numbered anew, cannot
@@ -230,7 +219,9 @@ func TestAttachBreaksOffWhenTailedRunIsCompacted(t *testing.T) {
 			if err := cs.Append(ctx, []recorder.Batch{{Run: run, Events: evs}}); err != nil {
 				t.Fatal(err)
 			}
-			store := &endingStore{compactingStore: cs, end: func() {
+			// Before the tail's Follow reads on, the run gets its last events and its end, then
+			// is compacted at rest: the follow meets the merged events.
+			cs.before = func() {
 				tail := []recorder.Event{frame(13, `{"type":"TEXT_MESSAGE_END","messageId":"m1"}`),
 					frame(14, `{"type":"RUN_FINISHED","threadId":"brk","runId":"brk-1"}`)}
 				if err := cs.Append(ctx, []recorder.Batch{{Run: run, Events: tail}}); err != nil {
@@ -239,8 +230,8 @@ func TestAttachBreaksOffWhenTailedRunIsCompacted(t *testing.T) {
 				if err := cs.FinishRun(ctx, run.ThreadID, run.RunID, recorder.StatusFinished, "", 14); err != nil {
 					t.Error(err)
 				}
-			}}
-			e := newEnv(t, proxy.Config{Store: store, StreamKeepAlive: keepAlive})
+			}
+			e := newEnv(t, proxy.Config{Store: cs, StreamKeepAlive: keepAlive})
 			cut := recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: 2}.String()
 			cs.arm(run.ThreadID, run.RunID)
 			res := e.get(t, "/agui/threads/brk/events", http.Header{"Last-Event-ID": {cut}})

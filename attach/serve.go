@@ -130,7 +130,7 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 			}
 			failed = "the event id belongs to another branch of the thread"
 		case chain[idx].Epoch != cursor.Epoch:
-			failed = "the event id is from an earlier epoch of this run (its records were lost or re-created)"
+			failed = reasonEarlierEpoch
 		case cursor.Seq > chain[idx].LastSeq && chain[idx].Status != recorder.StatusRunning:
 			failed = "the event id is past the end of the run"
 		case !chain[idx].Complete(cursor.Seq):
@@ -142,7 +142,7 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 			var recs []recorder.Event
 			if chain[idx].Status != recorder.StatusRunning {
 				if recs, err = h.storedEvents(sctx, chain[idx], cursor.Seq, storedPage); errors.Is(err, errEpochChanged) {
-					failed = "the event id is from an earlier epoch of this run (its records were lost or re-created)"
+					failed = reasonEarlierEpoch
 					break
 				} else if err != nil {
 					writeErr(w, r, h.log, storeErr(err))
@@ -219,17 +219,12 @@ func (h *Handler) prelude(ctx context.Context, run *recorder.Run) ([]compact.Eve
 		if err != nil {
 			return nil, pos, nil, err
 		}
-		spans := h.newSpans()
-		cur := make([]compact.Event, 0, len(recs))
+		cur, _ := thread.ParseRecords(recs, -1)
 		pos.Seq = 0
-		for _, rec := range recs {
-			pos.Seq = rec.Seq
-			if ev, ok := thread.ParseRecord(rec); ok {
-				cur = append(cur, ev)
-				spans.see(ev.Type)
-			}
+		if len(recs) > 0 {
+			pos.Seq = recs[len(recs)-1].Seq
 		}
-		return h.threads.Compact(append(base, cur...)), pos, spans, nil
+		return h.threads.Compact(append(base, cur...)), pos, h.spansOf(cur), nil
 	}
 }
 
@@ -424,7 +419,7 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		failed, cut = "", min(cursor.Seq, run.LastSeq)
 		switch {
 		case cursor.Epoch != run.Epoch:
-			failed, cut = "the event id is from an earlier epoch of this run (its records were lost or re-created)", run.LastSeq
+			failed, cut = reasonEarlierEpoch, run.LastSeq
 		case !run.Complete(cursor.Seq):
 			failed, cut = "events after this id are no longer all stored (trimmed or lost)", run.LastSeq
 		}
@@ -445,17 +440,13 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 		writeErr(w, r, h.log, storeErr(err))
 		return
 	}
+	cur, n := thread.ParseRecords(recs, cut)
 	var last int64 // the last event the prelude covers
-	spans := h.newSpans()
-	cur := make([]compact.Event, 0, len(recs))
-	for len(recs) > 0 && recs[0].Seq <= cut {
-		last = recs[0].Seq
-		if ev, ok := thread.ParseRecord(recs[0]); ok {
-			cur = append(cur, ev)
-			spans.see(ev.Type)
-		}
-		recs = recs[1:]
+	if n > 0 {
+		last = recs[n-1].Seq
 	}
+	recs = recs[n:] // the events after the cursor
+	spans := h.spansOf(cur)
 	prelude := h.threads.Compact(append(base, cur...))
 	if len(cur) > 0 && cur[0].Type == agui.RunStarted {
 		// Start the stream with this run's RUN_STARTED: the snapshots travel in the last run.
@@ -499,6 +490,10 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 	h.streamEnded(r, err)
 	s.abortOn(err)
 }
+
+// reasonEarlierEpoch is the resume_failed reason for an event id whose run no longer has its
+// epoch (records lost or re-created, or compacted at rest).
+const reasonEarlierEpoch = "the event id is from an earlier epoch of this run (its records were lost or re-created)"
 
 // maxEpochReads bounds the reads of a run that keeps being compacted at rest between the
 // read of its metadata and of its events (once is already rare: compaction at rest replaces

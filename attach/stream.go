@@ -212,6 +212,15 @@ func (h *Handler) newSpans() *ephemeralSpans {
 	return &ephemeralSpans{ephemeral: e}
 }
 
+// spansOf returns the ephemeral spans left open by events (a prelude's, up to its cursor).
+func (h *Handler) spansOf(events []compact.Event) *ephemeralSpans {
+	sp := h.newSpans()
+	for _, e := range events {
+		sp.see(e.Type)
+	}
+	return sp
+}
+
 // see accounts for one event before the cursor.
 func (sp *ephemeralSpans) see(t string) {
 	if !sp.ephemeral(t) {
@@ -286,10 +295,8 @@ func (h *Handler) tail(ctx context.Context, s *stream, run *recorder.Run, afterS
 		if ev.Seq <= last {
 			return nil, false // a comment, or never twice
 		}
-		if recorder.OtherEpoch(ev.Frame, run.Epoch) {
-			if changed = !adopt(run, ev.Frame, last); changed {
-				return nil, true
-			}
+		if changed = epochChanged(run, ev.Frame, last); changed {
+			return nil, true
 		}
 		last = ev.Seq
 		if ev.Type == "" || spans.skip(ev.Type) {
@@ -304,7 +311,7 @@ func (h *Handler) tail(ctx context.Context, s *stream, run *recorder.Run, afterS
 		return buf, last
 	})
 	if changed {
-		return last, fmt.Errorf("run %q after event %d: %w", run.RunID, last, errEpochChanged)
+		return last, epochChangedError(run, last)
 	}
 	return last, err
 }
@@ -354,8 +361,8 @@ func (h *Handler) catchUp(ctx context.Context, s *stream, run *recorder.Run, aft
 			if ev.Seq <= last {
 				continue // never twice
 			}
-			if recorder.OtherEpoch(ev.Frame, run.Epoch) && !adopt(run, ev.Frame, last) {
-				return last, fmt.Errorf("run %q after event %d: %w", run.RunID, last, errEpochChanged)
+			if epochChanged(run, ev.Frame, last) {
+				return last, epochChangedError(run, last)
 			}
 			last = ev.Seq
 			if ev.Type == "" || spans.skip(ev.Type) {
@@ -463,15 +470,23 @@ func cursorFrom(r *http.Request) (recorder.Cursor, bool, error) {
 	return c, true, err
 }
 
-// adopt makes frame's epoch run's when the tail has written nothing of the run yet (last is
-// 0): a run compacted at rest before its tail began is tailed whole in its new epoch. It
-// reports whether it did.
-func adopt(run *recorder.Run, frame []byte, last int64) bool {
-	if last != 0 {
+// epochChanged reports whether frame, the next event of run's tail after the event last, is
+// of another epoch than run's, which the tail cannot continue. When the tail has written
+// nothing of the run yet (last is 0) the frame's epoch becomes run's instead: a run compacted
+// at rest before its tail began is tailed whole in its new epoch.
+func epochChanged(run *recorder.Run, frame []byte, last int64) bool {
+	if !recorder.OtherEpoch(frame, run.Epoch) {
 		return false
 	}
+	if last != 0 {
+		return true
+	}
 	run.Epoch = recorder.FrameEpoch(frame)
-	return true
+	return false
+}
+
+func epochChangedError(run *recorder.Run, last int64) error {
+	return fmt.Errorf("run %q after event %d: %w", run.RunID, last, errEpochChanged)
 }
 
 // writeStored writes recs, events of run stored after the event last, and returns the last

@@ -393,17 +393,21 @@ func (w *Writer) AppendSync(ctx context.Context, run Run, ev Event) error {
 
 // wait blocks until the items up to pos are done, ctx ends or the writer gives up.
 func (w *Writer) wait(ctx context.Context, pos uint64) error {
-	w.mu.Lock()
-	w.waiting(+1)
-	w.mu.Unlock()
+	counted := false // as waiting on the store (it ends a Linger), once it has to wait
 	defer func() {
-		w.mu.Lock()
-		w.waiting(-1)
-		w.mu.Unlock()
+		if counted {
+			w.mu.Lock()
+			w.waiting(-1)
+			w.mu.Unlock()
+		}
 	}()
 	for {
 		w.mu.Lock()
 		done, progress := w.done.Load(), w.progress
+		if done < pos && !counted {
+			w.waiting(+1)
+			counted = true
+		}
 		w.mu.Unlock()
 		if done >= pos {
 			return nil

@@ -50,23 +50,38 @@ func (s *Service) RunEvents(ctx context.Context, threadID, runID string, afterSe
 	if err != nil {
 		return nil, afterSeq, fmt.Errorf("reading events of run %q: %w", runID, err)
 	}
-	last := afterSeq
-	events := make([]compact.Event, 0, len(recs))
-	for _, rec := range recs {
-		if upTo >= 0 && rec.Seq > upTo {
-			break
+	events, n := ParseRecords(recs, upTo)
+	if n == 0 {
+		return events, afterSeq, nil
+	}
+	return events, recs[n-1].Seq, nil
+}
+
+// ParseRecords parses the leading records with seq <= upTo (upTo < 0: all) into events and
+// returns them and how many records that was. Frames whose data is not a JSON event are
+// skipped: the official client would fail on them (they are kept in the store and exports).
+func ParseRecords(recs []recorder.Event, upTo int64) ([]compact.Event, int) {
+	n := len(recs)
+	if upTo >= 0 {
+		for i, rec := range recs {
+			if rec.Seq > upTo {
+				n = i
+				break
+			}
 		}
-		last = rec.Seq
-		if ev, ok := ParseRecord(rec); ok {
+	}
+	events := make([]compact.Event, 0, n)
+	for _, rec := range recs[:n] {
+		if ev, ok := parseRecord(rec); ok {
 			events = append(events, ev)
 		}
 	}
-	return events, last, nil
+	return events, n
 }
 
-// ParseRecord decodes a recorded frame into an event; false for a frame that is not a JSON
-// event (the official client would fail on it: such frames are kept in the store and exports).
-func ParseRecord(rec recorder.Event) (compact.Event, bool) {
+// parseRecord decodes a recorded frame into an event; false for a frame that is not a JSON
+// event.
+func parseRecord(rec recorder.Event) (compact.Event, bool) {
 	if rec.Type == "" {
 		return compact.Event{}, false
 	}

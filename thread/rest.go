@@ -63,7 +63,7 @@ func (s *Service) CompactRun(ctx context.Context, threadID, runID string) (RestR
 	raw := make([]compact.Event, 0, len(recs))
 	rawBytes := 0
 	for _, rec := range recs {
-		ev, ok := ParseRecord(rec)
+		ev, ok := parseRecord(rec)
 		if !ok {
 			return RestKept, nil // a frame that is not an event: kept as it was streamed
 		}

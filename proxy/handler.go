@@ -655,9 +655,10 @@ func (h *Handler) checkpoint(meta recorder.Run) {
 // checkpointNow stores the checkpoint of a run whose end the store just recorded, before its
 // terminal event is published: a client starts its next run as soon as it read that event,
 // and the run start then learns the messages the thread holds from this checkpoint (one small
-// read, thread.Service.KnownMessageIDs) instead of computing the branch itself. It reports
-// whether the checkpoint was stored; when not (the store is slow or failing, ctx ended), the
-// run is queued for the checkpoint loop as before.
+// read, thread.Service.KnownMessageIDs) instead of computing the branch itself. meta carries
+// the status the run ended with (thread.Service.CheckpointEnded: the run's own metadata and
+// checkpoint are not read back). It reports whether the checkpoint was stored; when not (the
+// store is slow or failing, ctx ended), the run is queued for the checkpoint loop as before.
 func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run) bool {
 	if h.cfg.DisableRecording {
 		return false
@@ -670,7 +671,7 @@ func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run) bool {
 		// thread.Service's recent branches).
 		return false
 	}
-	if err := h.threads.Checkpoint(ctx, meta.ThreadID, meta.RunID); err != nil {
+	if err := h.threads.CheckpointEnded(ctx, meta); err != nil {
 		h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint before the terminal event; queued", slog.String("thread_id", meta.ThreadID),
 			slog.String("run_id", meta.RunID), slog.Any("err", err))
 		return false

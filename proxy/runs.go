@@ -414,7 +414,9 @@ func (r *run) settle() {
 			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Any("err", err))
 		return
 	}
-	r.checkpointed = r.h.checkpointNow(ctx, r.meta)
+	ended := r.meta
+	ended.Status, ended.Detail, ended.LastSeq = r.status, r.detail, r.seq
+	r.checkpointed = r.h.checkpointNow(ctx, ended)
 }
 
 // cursor formats the id of the event r.seq without allocating: the returned string aliases a

@@ -133,6 +133,12 @@ type flight struct {
 
 // branch returns the branch through runID; concurrent calls for the same run share one read.
 func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBranch, error) {
+	return s.branchOf(ctx, threadID, runID, nil)
+}
+
+// branchOf is branch; ended, when not nil, is runID's metadata as its caller knows it (see
+// CheckpointEnded).
+func (s *Service) branchOf(ctx context.Context, threadID, runID string, ended *recorder.Run) (*loadedBranch, error) {
 	if runID == "" {
 		return nil, nil
 	}
@@ -143,7 +149,7 @@ func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBr
 		select {
 		case <-f.done:
 			if f.err != nil && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
-				return s.readBranch(ctx, threadID, runID, true) // the first caller gave up; this one has not
+				return s.readBranch(ctx, threadID, runID, true, ended) // the first caller gave up; this one has not
 			}
 			return f.b, f.err
 		case <-ctx.Done():
@@ -153,7 +159,7 @@ func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBr
 	f := &flight{done: make(chan struct{})}
 	s.flights[k] = f
 	s.mu.Unlock()
-	f.b, f.err = s.readBranch(ctx, threadID, runID, true)
+	f.b, f.err = s.readBranch(ctx, threadID, runID, true, ended)
 	s.mu.Lock()
 	delete(s.flights, k)
 	s.mu.Unlock()
@@ -178,17 +184,23 @@ func (s *Service) peekBranch(ctx context.Context, threadID, runID string) (*load
 			return nil, context.Cause(ctx)
 		}
 	}
-	return s.readBranch(ctx, threadID, runID, false)
+	return s.readBranch(ctx, threadID, runID, false, nil)
 }
 
 // readBranch reads the branch through runID, building (and with store, storing) the
 // checkpoints missing on the way from its nearest ancestor with one.
-func (s *Service) readBranch(ctx context.Context, threadID, runID string, store bool) (*loadedBranch, error) {
+func (s *Service) readBranch(ctx context.Context, threadID, runID string, store bool, ended *recorder.Run) (*loadedBranch, error) {
 	// The run's own checkpoint first: usually one or two reads; else up the lineage to the
-	// nearest ancestor with one.
+	// nearest ancestor with one. A run whose end its caller just recorded (ended) has no
+	// checkpoint yet, and its metadata is the caller's: neither is read.
 	var chain []recorder.Run
 	var base *loadedBranch
 	for id := runID; id != ""; {
+		if ended != nil && id == runID {
+			chain = append(chain, *ended)
+			id = ended.ParentRunID
+			continue
+		}
 		if id != runID && s.recent.has(threadID, id) {
 			// An ancestor built here a moment ago (usually the parent of the run that just
 			// ended): one small read to check it is the same run, instead of its segment.
@@ -272,6 +284,20 @@ func (s *Service) Compact(events []compact.Event) []compact.Event {
 // branch).
 func (s *Service) Checkpoint(ctx context.Context, threadID, runID string) error {
 	_, err := s.Branch(ctx, threadID, runID)
+	return err
+}
+
+// CheckpointEnded is Checkpoint for a run whose end the caller just had the store record
+// (the proxy, after its terminal event was stored and before it is sent): run is its
+// metadata as created (thread, run and parent ids, epoch) with the status it ended with. The
+// run has no checkpoint yet and its metadata cannot be newer than the caller's, so neither
+// is read: the run's events and its parent's branch are, as Checkpoint reads them. Run ids
+// are never reused (a re-sent run id is refused), so no other run's checkpoint is skipped.
+func (s *Service) CheckpointEnded(ctx context.Context, run recorder.Run) error {
+	if run.Status == recorder.StatusRunning || run.Status == "" {
+		return fmt.Errorf("checkpoint of run %q: the run has not ended (status %q)", run.RunID, run.Status)
+	}
+	_, err := s.branchOf(ctx, run.ThreadID, run.RunID, &run)
 	return err
 }
 

@@ -21,6 +21,16 @@ import (
 // the thread's latest run) and builds its checkpoint.
 func recordRun(t testing.TB, s *thread.Service, threadID, runID, parent string, datas ...string) {
 	t.Helper()
+	r := storeRun(t, s, threadID, runID, parent, datas...)
+	if err := s.Checkpoint(context.Background(), threadID, r.RunID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storeRun stores an ended run of datas as recordRun does, without its checkpoint, and
+// returns its metadata as created, with the status it ended with.
+func storeRun(t testing.TB, s *thread.Service, threadID, runID, parent string, datas ...string) recorder.Run {
+	t.Helper()
 	ctx := context.Background()
 	r, err := s.StartRun(ctx, recorder.Run{ThreadID: threadID, RunID: runID, ParentRunID: parent})
 	if err != nil {
@@ -40,9 +50,8 @@ func recordRun(t testing.TB, s *thread.Service, threadID, runID, parent string, 
 	if err := s.Store().FinishRun(ctx, threadID, runID, recorder.StatusFinished, "", int64(len(evs))); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Checkpoint(ctx, threadID, runID); err != nil {
-		t.Fatal(err)
-	}
+	r.Status = recorder.StatusFinished
+	return r
 }
 
 // chatRun is the events of one chat turn: the user's message in RUN_STARTED.input, a state
@@ -310,10 +319,25 @@ func TestCheckpointLegacy(t *testing.T) {
 	}
 }
 
-// countingStore counts the checkpoint and event reads.
+// countingStore counts the checkpoint, event and run reads.
 type countingStore struct {
 	recorder.Store
 	checkpoints, events atomic.Int64
+	runs                sync.Map // run id → *atomic.Int64: its Run reads
+}
+
+func (c *countingStore) Run(ctx context.Context, threadID, runID string) (recorder.Run, error) {
+	n, _ := c.runs.LoadOrStore(runID, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+	return c.Store.Run(ctx, threadID, runID)
+}
+
+// runReads returns how many times runID's metadata was read.
+func (c *countingStore) runReads(runID string) int64 {
+	if n, ok := c.runs.Load(runID); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 func (c *countingStore) Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error) {
@@ -490,5 +514,62 @@ func TestCheckpointExtendsRecentBranch(t *testing.T) {
 	known, err := s.MessageIDs(ctx, "t", "r21")
 	if err != nil || len(known) != 42 || !known["other20"] || known["m20"] {
 		t.Fatalf("MessageIDs(r21) after the thread was made again = %v, %v", known, err)
+	}
+}
+
+// TestCheckpointEnded: the checkpoint of a run whose end its caller just recorded (the proxy's,
+// before the terminal event) reads neither the run's own checkpoint nor its metadata: only its
+// events (and its parent's record, to check the branch built a moment ago is that run's).
+// What it stores is what Checkpoint stores: every branch read from the checkpoints is the
+// branch folded from the events, on the main line, on a fork, and on a root run. A run still
+// running is refused.
+func TestCheckpointEnded(t *testing.T) {
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	t.Cleanup(func() { mem.Close() })
+	store := &countingStore{Store: mem}
+	s := newService(t, thread.Config{Store: store})
+	ctx := t.Context()
+	// ckpts is how many checkpoint reads the parent's branch takes: none for the run built
+	// just before, two (its record and its segment) for an older one.
+	ended := func(runID, parent, msgID string, ckpts int64) {
+		t.Helper()
+		r := storeRun(t, s, "t", runID, parent, chatRun("t", runID, msgID)...)
+		store.checkpoints.Store(0)
+		store.events.Store(0)
+		before := store.runReads(runID)
+		if err := s.CheckpointEnded(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if c, e, rr := store.checkpoints.Load(), store.events.Load(), store.runReads(runID)-before; c != ckpts || e != 1 || rr != 0 {
+			t.Fatalf("CheckpointEnded(%s): %d checkpoint, %d event and %d own run reads; want %d, 1 and 0", runID, c, e, rr, ckpts)
+		}
+	}
+	for i := 1; i <= 12; i++ {
+		ended(fmt.Sprintf("r%d", i), "", fmt.Sprintf("m%d", i), 0)
+	}
+	ended("fork", "r3", "mf", 2)
+	ended("fork2", "fork", "mf2", 0)
+	for _, run := range []string{"r1", "r2", "r7", "r12", "fork", "fork2"} {
+		sameBranch(t, s, "t", run)
+	}
+	// A second service (another replica, or this one restarted: nothing built in memory)
+	// reads the parent's checkpoint instead.
+	s2 := newService(t, thread.Config{Store: store})
+	r := storeRun(t, s2, "t", "r13", "r12", chatRun("t", "r13", "m13")...)
+	if err := s2.CheckpointEnded(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	sameBranch(t, s2, "t", "r13")
+	known, err := s2.MessageIDs(ctx, "t", "r13")
+	if err != nil || len(known) != 26 || !known["m13"] || !known["u-m1"] {
+		t.Fatalf("MessageIDs(r13) = %v, %v", known, err)
+	}
+
+	running, err := s.StartRun(ctx, recorder.Run{ThreadID: "t2", RunID: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckpointEnded(ctx, running); err == nil {
+		t.Fatal("CheckpointEnded of a running run: no error")
 	}
 }

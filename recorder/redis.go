@@ -556,8 +556,12 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, keys []st
 				c.args = append(c.args, b.Run.ParentRunID, b.Run.Owner, b.Run.Route, string(status), created.UnixMilli())
 			}
 			c.args = append(c.args, len(b.Events))
-			for _, ev := range b.Events {
-				c.args = append(c.args, ev.Seq, ev.Type, ev.Frame)
+			for k := range b.Events {
+				// Pointers into the batch: an interface holding a pointer allocates nothing,
+				// where boxing the seq, the type and the frame allocated three times per
+				// event. The batch outlives the call (Store.Append's contract).
+				ev := &b.Events[k]
+				c.args = append(c.args, &ev.Seq, &ev.Type, (*frameArg)(&ev.Frame))
 			}
 		}
 		calls[g] = c
@@ -996,6 +1000,13 @@ func (s *RedisStore) Events(ctx context.Context, threadID, runID string, afterSe
 	}
 	return out, nil
 }
+
+// frameArg is a frame passed to go-redis by pointer (see appendCalls): go-redis writes a
+// BinaryMarshaler's bytes as a bulk string, as it writes a []byte.
+type frameArg []byte
+
+// MarshalBinary returns the frame itself (no copy: go-redis writes it before the call returns).
+func (f *frameArg) MarshalBinary() ([]byte, error) { return *f, nil }
 
 // frameOf returns the bytes of a frame read from Redis without copying them: go-redis
 // allocates every reply string afresh, nothing else refers to it, and a store's frames are

@@ -30,6 +30,13 @@ local out = {}
 local refreshed = {}
 local a = 5
 
+-- addgap returns gaps with the range from-to added.
+local function addgap(gaps, from, to)
+  local r = string.format('%d-%d', from, to)
+  if gaps == '' then return r end
+  return gaps .. ',' .. r
+end
+
 local function xadd(stream, nomk, seq, typ, frame)
   local id = seq .. '-0'
   if nomk then
@@ -63,10 +70,6 @@ for k = 1, #KEYS do
   local meta = redis.call('HMGET', runkey, 'epoch', 'last', 'gaps')
   local last, gaps, oldgaps = 0, '', nil
   local recreated = 0
-  local function addgap(from, to)
-    local r = string.format('%d-%d', from, to)
-    if gaps == '' then gaps = r else gaps = gaps .. ',' .. r end
-  end
   local skip = false
   if not meta[1] then
     if not full then
@@ -86,7 +89,7 @@ for k = 1, #KEYS do
       -- A stream left without its metadata cannot be trusted to be whole; start it afresh.
       redis.call('DEL', stream)
       if n > 0 and tonumber(ARGV[first]) > 1 then
-        addgap(1, tonumber(ARGV[first]) - 1)
+        gaps = addgap(gaps, 1, tonumber(ARGV[first]) - 1)
       end
       redis.call('HSET', runkey, 'epoch', epoch, 'parent', parent, 'status', status,
         'detail', '', 'route', route, 'owner', owner, 'created', created, 'updated', now,
@@ -106,11 +109,12 @@ for k = 1, #KEYS do
     -- check: the stream is expected to exist (events stored before) and was not seen yet.
     local check = last > 0
     local stored = 0
+    local lastArg -- the seq string of the last event stored (ARGV), for HSET and SPUBLISH
     for i = first, stop, 3 do
       local seq = tonumber(ARGV[i])
       if seq > last then
         if seq > last + 1 then
-          addgap(last + 1, seq - 1)
+          gaps = addgap(gaps, last + 1, seq - 1)
         end
         local id
         if check then
@@ -119,23 +123,24 @@ for k = 1, #KEYS do
           if type(id) == 'table' and id.err then
             id = false -- no NOMKSTREAM (or another refusal, which the plain XADD raises)
             if redis.call('EXISTS', stream) == 0 then
-              addgap(1, last)
+              gaps = addgap(gaps, 1, last)
             end
           elseif not id then
-            addgap(1, last) -- the stream vanished
+            gaps = addgap(gaps, 1, last) -- the stream vanished
           end
         end
         if not id then
           xadd(stream, false, ARGV[i], ARGV[i + 1], ARGV[i + 2])
         end
-        last = seq
+        last, lastArg = seq, ARGV[i]
         stored = stored + 1
       end
     end
+    lastArg = lastArg or string.format('%d', last)
     if gaps ~= oldgaps then
-      redis.call('HSET', runkey, 'last', string.format('%d', last), 'updated', now, 'gaps', gaps)
+      redis.call('HSET', runkey, 'last', lastArg, 'updated', now, 'gaps', gaps)
     else
-      redis.call('HSET', runkey, 'last', string.format('%d', last), 'updated', now)
+      redis.call('HSET', runkey, 'last', lastArg, 'updated', now)
     end
     if ttl > 0 then
       redis.call('PEXPIRE', runkey, ttl)
@@ -147,7 +152,7 @@ for k = 1, #KEYS do
       end
     end
     if stored > 0 then
-      redis.pcall('SPUBLISH', stream, string.format('%d', last))
+      redis.pcall('SPUBLISH', stream, lastArg)
     end
     out[#out + 1] = stored
     out[#out + 1] = recreated

@@ -38,6 +38,11 @@ const (
 	DefaultMaxImportBytes        = attach.DefaultMaxImportBytes
 	DefaultLeaseInterval         = 2 * time.Second
 	DefaultStoreTimeout          = 5 * time.Second
+	// DefaultCheckpointMemory is the default CheckpointMemory: 4 MiB, the events of about a
+	// thousand chat turns in flight. At 4,000 streams of one event per second 16 MiB cost 9 KiB
+	// of RSS per stream (59 -> 68): kept events live for a whole run and the garbage
+	// collector's headroom doubles them.
+	DefaultCheckpointMemory = 4 << 20
 )
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
@@ -77,6 +82,12 @@ type Config struct {
 	// round trips. A run's end and sync durability are not delayed by it. Zero:
 	// recorder.DefaultLinger; negative: none (each write as soon as the previous one is done).
 	RecorderLinger time.Duration
+	// CheckpointMemory bounds the bytes of recorded events the proxy keeps, over all the runs
+	// it pumps, so that a run's checkpoint at its end (stored before its terminal event is
+	// sent) is built from the events it recorded instead of reading them back from the store.
+	// A run that does not fit, or one of whose events the recorder dropped, is read back as
+	// before. Zero: DefaultCheckpointMemory; negative: none kept.
+	CheckpointMemory int64
 	// Registerer receives the proxy's Prometheus collectors (agui_proxy_*). nil: no metrics.
 	Registerer prometheus.Registerer
 	// Logger receives structured logs. nil: discard.
@@ -232,6 +243,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LeaseInterval <= 0 {
 		c.LeaseInterval = DefaultLeaseInterval
+	}
+	if c.CheckpointMemory == 0 {
+		c.CheckpointMemory = DefaultCheckpointMemory
 	}
 	if c.Node == "" {
 		host, _ := os.Hostname()

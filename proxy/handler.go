@@ -50,6 +50,9 @@ type Handler struct {
 	draining atomic.Bool
 	shutOnce sync.Once
 	shutErr  error
+
+	// retainLeft is what is left of cfg.CheckpointMemory for the runs' kept events (run.retain).
+	retainLeft atomic.Int64
 }
 
 // New returns a Handler for cfg. Errors wrap ErrInvalidConfig.
@@ -59,6 +62,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger, store: cfg.Store}
+	h.retainLeft.Store(max(cfg.CheckpointMemory, 0))
 	if h.store == nil {
 		h.store = recorder.NewMemoryStore(recorder.MemoryConfig{})
 		h.ownStore = true
@@ -656,10 +660,11 @@ func (h *Handler) checkpoint(meta recorder.Run) {
 // terminal event is published: a client starts its next run as soon as it read that event,
 // and the run start then learns the messages the thread holds from this checkpoint (one small
 // read, thread.Service.KnownMessageIDs) instead of computing the branch itself. meta carries
-// the status the run ended with (thread.Service.CheckpointEnded: the run's own metadata and
-// checkpoint are not read back). It reports whether the checkpoint was stored; when not (the
+// the status the run ended with and records the events the run kept (run.retain; nil when it
+// kept none): thread.Service.CheckpointEnded reads back neither the run's metadata and
+// checkpoint nor, given its events, those. It reports whether the checkpoint was stored; when not (the
 // store is slow or failing, ctx ended), the run is queued for the checkpoint loop as before.
-func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run) bool {
+func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run, records []recorder.Event) bool {
 	if h.cfg.DisableRecording {
 		return false
 	}
@@ -671,7 +676,7 @@ func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run) bool {
 		// thread.Service's recent branches).
 		return false
 	}
-	if err := h.threads.CheckpointEnded(ctx, meta); err != nil {
+	if err := h.threads.CheckpointEnded(ctx, meta, records); err != nil {
 		h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint before the terminal event; queued", slog.String("thread_id", meta.ThreadID),
 			slog.String("run_id", meta.RunID), slog.Any("err", err))
 		return false

@@ -85,6 +85,13 @@ type run struct {
 	final   bool // the run is being ended: record without waiting for the store
 	// checkpointed: the run's checkpoint was stored by settle, through r.settled.
 	checkpointed bool
+	// retained are the events the recorder accepted for the run, kept within the handler's
+	// Config.CheckpointMemory so that settle builds the checkpoint without reading them back
+	// (retainedBytes is what they count against it); none once retainOff (the budget was
+	// spent, an event was dropped, or the run settled). Pump goroutine only.
+	retained      []recorder.Event
+	retainedBytes int64
+	retainOff     bool
 	// markFrame records upstream activity for the idle watchdog (nil when it is disabled).
 	markFrame func()
 	idBuf     []byte
@@ -187,6 +194,7 @@ func (r *run) pump(body io.ReadCloser) {
 	defer h.runs.remove(r)
 	defer r.cancel(nil)
 	defer body.Close()
+	defer r.dropRetained()
 
 	// The idle watchdog does not touch its timer per frame: the pump only stores when it last
 	// read a frame (monotonic clock), and the timer re-arms itself for the rest of the window.
@@ -416,7 +424,8 @@ func (r *run) settle() {
 	}
 	ended := r.meta
 	ended.Status, ended.Detail, ended.LastSeq = r.status, r.detail, r.seq
-	r.checkpointed = r.h.checkpointNow(ctx, ended)
+	r.checkpointed = r.h.checkpointNow(ctx, ended, r.retained)
+	r.dropRetained()
 }
 
 // cursor formats the id of the event r.seq without allocating: the returned string aliases a
@@ -443,6 +452,11 @@ func (r *run) record(typ string, frame []byte) error {
 			r.flush = r.flushHeld
 		}
 		pos, _ := r.h.writer.AppendPosWaiting(r.meta, ev, r.flush)
+		if pos == 0 {
+			r.dropRetained() // the store will have a gap: the checkpoint reads it back
+		} else {
+			r.retain(ev)
+		}
 		if len(r.unstored) == maxUnstored {
 			r.unstored = r.unstored[:copy(r.unstored, r.unstored[maxUnstored/2:])]
 		}
@@ -457,7 +471,38 @@ func (r *run) record(typ string, frame []byte) error {
 		return err
 	}
 	r.unstored = append(r.unstored[:0], unstoredEvent{seq: ev.Seq}) // stored: every earlier one too
+	r.retain(ev)
 	return nil
+}
+
+// retainedEventBytes is what keeping one event costs beyond its frame: its recorder.Event and
+// the slack of the slice holding it.
+const retainedEventBytes = 2 * int64(unsafe.Sizeof(recorder.Event{}))
+
+// retain keeps ev, which the recorder accepted, for the run's checkpoint at its end (see
+// Config.CheckpointMemory): the frame is the recorder's own, never modified, so keeping it
+// costs no copy. When the handler's budget is spent the run keeps nothing more and lets go
+// of what it kept. Pump goroutine only.
+func (r *run) retain(ev recorder.Event) {
+	if r.retainOff {
+		return
+	}
+	cost := int64(len(ev.Frame)) + retainedEventBytes
+	if r.h.retainLeft.Add(-cost) < 0 {
+		r.h.retainLeft.Add(cost)
+		r.dropRetained()
+		return
+	}
+	r.retainedBytes += cost
+	r.retained = append(r.retained, ev)
+}
+
+// dropRetained lets go of the events the run kept and keeps none from now on. Pump goroutine
+// only; called again when the run ends.
+func (r *run) dropRetained() {
+	r.retainOff = true
+	r.h.retainLeft.Add(r.retainedBytes)
+	r.retained, r.retainedBytes = nil, 0
 }
 
 // clientOptions are the bounds of a client reading a run's hub: the queue bound in bytes and

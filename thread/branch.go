@@ -136,9 +136,31 @@ func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBr
 	return s.branchOf(ctx, threadID, runID, nil)
 }
 
-// branchOf is branch; ended, when not nil, is runID's metadata as its caller knows it (see
+// endedRun is a run whose end its caller just had the store record (CheckpointEnded): its
+// metadata, and the events it recorded when the caller kept them (nil: read them back).
+type endedRun struct {
+	run     recorder.Run
+	records []recorder.Event
+}
+
+// events returns the run's events parsed from records when they are exactly the run's events
+// 1..LastSeq, in order; ok is false otherwise (they are read back from the store then).
+func (e *endedRun) events() (events []compact.Event, ok bool) {
+	if e.records == nil || int64(len(e.records)) != e.run.LastSeq {
+		return nil, false
+	}
+	for i, rec := range e.records {
+		if rec.Seq != int64(i+1) {
+			return nil, false
+		}
+	}
+	events, _ = ParseRecords(e.records, -1)
+	return events, true
+}
+
+// branchOf is branch; ended, when not nil, is runID as its caller knows it (see
 // CheckpointEnded).
-func (s *Service) branchOf(ctx context.Context, threadID, runID string, ended *recorder.Run) (*loadedBranch, error) {
+func (s *Service) branchOf(ctx context.Context, threadID, runID string, ended *endedRun) (*loadedBranch, error) {
 	if runID == "" {
 		return nil, nil
 	}
@@ -189,7 +211,7 @@ func (s *Service) peekBranch(ctx context.Context, threadID, runID string) (*load
 
 // readBranch reads the branch through runID, building (and with store, storing) the
 // checkpoints missing on the way from its nearest ancestor with one.
-func (s *Service) readBranch(ctx context.Context, threadID, runID string, store bool, ended *recorder.Run) (*loadedBranch, error) {
+func (s *Service) readBranch(ctx context.Context, threadID, runID string, store bool, ended *endedRun) (*loadedBranch, error) {
 	// The run's own checkpoint first: usually one or two reads; else up the lineage to the
 	// nearest ancestor with one. A run whose end its caller just recorded (ended) has no
 	// checkpoint yet, and its metadata is the caller's: neither is read.
@@ -197,8 +219,8 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 	var base *loadedBranch
 	for id := runID; id != ""; {
 		if ended != nil && id == runID {
-			chain = append(chain, *ended)
-			id = ended.ParentRunID
+			chain = append(chain, ended.run)
+			id = ended.run.ParentRunID
 			continue
 		}
 		if id != runID && s.recent.has(threadID, id) {
@@ -242,9 +264,16 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 		parentRun = chain[0].ParentRunID
 	}
 	for _, r := range chain {
-		evs, _, err := s.RunEvents(ctx, threadID, r.RunID, 0, -1)
-		if err != nil {
-			return nil, err
+		var evs []compact.Event
+		kept := false
+		if ended != nil && r.RunID == runID {
+			evs, kept = ended.events()
+		}
+		if !kept {
+			var err error
+			if evs, _, err = s.RunEvents(ctx, threadID, r.RunID, 0, -1); err != nil {
+				return nil, err
+			}
 		}
 		var events []compact.Event
 		if base != nil {
@@ -289,15 +318,18 @@ func (s *Service) Checkpoint(ctx context.Context, threadID, runID string) error 
 
 // CheckpointEnded is Checkpoint for a run whose end the caller just had the store record
 // (the proxy, after its terminal event was stored and before it is sent): run is its
-// metadata as created (thread, run and parent ids, epoch) with the status it ended with. The
-// run has no checkpoint yet and its metadata cannot be newer than the caller's, so neither
-// is read: the run's events and its parent's branch are, as Checkpoint reads them. Run ids
-// are never reused (a re-sent run id is refused), so no other run's checkpoint is skipped.
-func (s *Service) CheckpointEnded(ctx context.Context, run recorder.Run) error {
+// metadata as created (thread, run and parent ids, epoch) with the status it ended with and
+// its LastSeq. The run has no checkpoint yet and its metadata cannot be newer than the
+// caller's, so neither is read; run ids are never reused (a re-sent run id is refused), so no
+// other run's checkpoint is skipped. records, when not nil, are the events the caller handed
+// the store for the run, exactly as stored: when they are the run's events 1..LastSeq in
+// order, the run's events are not read back either (otherwise they are, as Checkpoint reads
+// them). Only the parent's branch is read then, usually from memory.
+func (s *Service) CheckpointEnded(ctx context.Context, run recorder.Run, records []recorder.Event) error {
 	if run.Status == recorder.StatusRunning || run.Status == "" {
 		return fmt.Errorf("checkpoint of run %q: the run has not ended (status %q)", run.RunID, run.Status)
 	}
-	_, err := s.branchOf(ctx, run.ThreadID, run.RunID, &run)
+	_, err := s.branchOf(ctx, run.ThreadID, run.RunID, &endedRun{run: run, records: records})
 	return err
 }
 

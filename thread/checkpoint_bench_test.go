@@ -2,8 +2,11 @@ package thread_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/thread"
 )
 
@@ -63,6 +66,54 @@ func BenchmarkBranch(b *testing.B) {
 			b.ReportMetric(float64(checkpointBytes(b, s.Store(), "t")), "checkpoint-bytes")
 			for b.Loop() {
 				if _, err := s.Branch(b.Context(), "t", "r1000"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchThreads numbers the threads benchmarks make on a store that outlives one run of them.
+var benchThreads atomic.Int64
+
+// BenchmarkCheckpointEnded: the checkpoint a run's end stores on Redis, for a root run of 64
+// events (a 60-chunk answer, the soak profile's run): built from the events the proxy kept
+// ("kept"), from the events read back from the store ("read-back"), and by Checkpoint, which
+// also reads the run's own (missing) checkpoint and its metadata ("checkpoint": what the
+// proxy did before CheckpointEnded). Each iteration is a new thread; storing its events is
+// not timed.
+func BenchmarkCheckpointEnded(b *testing.B) {
+	srv := redistest.Start(b)
+	rs, err := recorder.NewRedisStore(b.Context(), recorder.RedisConfig{URL: srv.URL(), Prefix: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rs.Close() })
+	s := newService(b, thread.Config{Store: rs})
+	datas := []string{`{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}`}
+	for i := range 60 {
+		datas = append(datas, fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"word %d of the answer "}`, i))
+	}
+	datas = append(datas, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`)
+	for _, name := range []string{"kept", "read-back", "checkpoint"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				threadID := fmt.Sprintf("%s-%d", name, benchThreads.Add(1))
+				run := append([]string{fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":"r"}`, threadID)}, datas...)
+				run = append(run, fmt.Sprintf(`{"type":"RUN_FINISHED","threadId":%q,"runId":"r"}`, threadID))
+				r, records := storeRun(b, s, threadID, "r", "", run...)
+				if name != "kept" {
+					records = nil
+				}
+				b.StartTimer()
+				if name == "checkpoint" {
+					err = s.Checkpoint(b.Context(), threadID, "r")
+				} else {
+					err = s.CheckpointEnded(b.Context(), r, records)
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -21,15 +21,16 @@ import (
 // the thread's latest run) and builds its checkpoint.
 func recordRun(t testing.TB, s *thread.Service, threadID, runID, parent string, datas ...string) {
 	t.Helper()
-	r := storeRun(t, s, threadID, runID, parent, datas...)
+	r, _ := storeRun(t, s, threadID, runID, parent, datas...)
 	if err := s.Checkpoint(context.Background(), threadID, r.RunID); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // storeRun stores an ended run of datas as recordRun does, without its checkpoint, and
-// returns its metadata as created, with the status it ended with.
-func storeRun(t testing.TB, s *thread.Service, threadID, runID, parent string, datas ...string) recorder.Run {
+// returns its metadata as created, with the status it ended with and its last seq, and the
+// events stored.
+func storeRun(t testing.TB, s *thread.Service, threadID, runID, parent string, datas ...string) (recorder.Run, []recorder.Event) {
 	t.Helper()
 	ctx := context.Background()
 	r, err := s.StartRun(ctx, recorder.Run{ThreadID: threadID, RunID: runID, ParentRunID: parent})
@@ -50,8 +51,8 @@ func storeRun(t testing.TB, s *thread.Service, threadID, runID, parent string, d
 	if err := s.Store().FinishRun(ctx, threadID, runID, recorder.StatusFinished, "", int64(len(evs))); err != nil {
 		t.Fatal(err)
 	}
-	r.Status = recorder.StatusFinished
-	return r
+	r.Status, r.LastSeq = recorder.StatusFinished, int64(len(evs))
+	return r, evs
 }
 
 // chatRun is the events of one chat turn: the user's message in RUN_STARTED.input, a state
@@ -518,47 +519,59 @@ func TestCheckpointExtendsRecentBranch(t *testing.T) {
 }
 
 // TestCheckpointEnded: the checkpoint of a run whose end its caller just recorded (the proxy's,
-// before the terminal event) reads neither the run's own checkpoint nor its metadata: only its
-// events (and its parent's record, to check the branch built a moment ago is that run's).
-// What it stores is what Checkpoint stores: every branch read from the checkpoints is the
-// branch folded from the events, on the main line, on a fork, and on a root run. A run still
-// running is refused.
+// before the terminal event) reads neither the run's own checkpoint nor its metadata, and,
+// given the events it recorded, not those either: only its parent's record (to check the
+// branch built a moment ago is that run's). Records that are not exactly the run's events
+// 1..LastSeq are read back instead. What it stores is what Checkpoint stores: every branch
+// read from the checkpoints is the branch folded from the events, on the main line, on a
+// fork, and from a service with nothing in memory. A run still running is refused.
 func TestCheckpointEnded(t *testing.T) {
 	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
 	t.Cleanup(func() { mem.Close() })
 	store := &countingStore{Store: mem}
 	s := newService(t, thread.Config{Store: store})
 	ctx := t.Context()
-	// ckpts is how many checkpoint reads the parent's branch takes: none for the run built
-	// just before, two (its record and its segment) for an older one.
-	ended := func(runID, parent, msgID string, ckpts int64) {
+	// keep is what the caller hands over of the run's events; ckpts how many checkpoint reads
+	// the parent's branch takes (none for the run built just before, two for an older one:
+	// its record and its segment); reads how many event reads the run's own events take.
+	ended := func(svc *thread.Service, runID, parent, msgID string, keep func([]recorder.Event) []recorder.Event, ckpts, reads int64) {
 		t.Helper()
-		r := storeRun(t, s, "t", runID, parent, chatRun("t", runID, msgID)...)
+		r, evs := storeRun(t, svc, "t", runID, parent, chatRun("t", runID, msgID)...)
 		store.checkpoints.Store(0)
 		store.events.Store(0)
 		before := store.runReads(runID)
-		if err := s.CheckpointEnded(ctx, r); err != nil {
+		if err := svc.CheckpointEnded(ctx, r, keep(evs)); err != nil {
 			t.Fatal(err)
 		}
-		if c, e, rr := store.checkpoints.Load(), store.events.Load(), store.runReads(runID)-before; c != ckpts || e != 1 || rr != 0 {
-			t.Fatalf("CheckpointEnded(%s): %d checkpoint, %d event and %d own run reads; want %d, 1 and 0", runID, c, e, rr, ckpts)
+		if c, e, rr := store.checkpoints.Load(), store.events.Load(), store.runReads(runID)-before; c != ckpts || e != reads || rr != 0 {
+			t.Fatalf("CheckpointEnded(%s): %d checkpoint, %d event and %d own run reads; want %d, %d and 0", runID, c, e, rr, ckpts, reads)
 		}
 	}
-	for i := 1; i <= 12; i++ {
-		ended(fmt.Sprintf("r%d", i), "", fmt.Sprintf("m%d", i), 0)
+	all := func(evs []recorder.Event) []recorder.Event { return evs }
+	none := func([]recorder.Event) []recorder.Event { return nil }
+	for i := 1; i <= 6; i++ {
+		ended(s, fmt.Sprintf("r%d", i), "", fmt.Sprintf("m%d", i), all, 0, 0)
 	}
-	ended("fork", "r3", "mf", 2)
-	ended("fork2", "fork", "mf2", 0)
-	for _, run := range []string{"r1", "r2", "r7", "r12", "fork", "fork2"} {
+	for i := 7; i <= 9; i++ {
+		ended(s, fmt.Sprintf("r%d", i), "", fmt.Sprintf("m%d", i), none, 0, 1)
+	}
+	// Records missing one event, or out of order: read back.
+	ended(s, "r10", "", "m10", func(evs []recorder.Event) []recorder.Event { return evs[1:] }, 0, 1)
+	ended(s, "r11", "", "m11", func(evs []recorder.Event) []recorder.Event {
+		evs = slices.Clone(evs)
+		evs[1], evs[2] = evs[2], evs[1]
+		return evs
+	}, 0, 1)
+	ended(s, "r12", "", "m12", all, 0, 0)
+	ended(s, "fork", "r3", "mf", all, 2, 0)
+	ended(s, "fork2", "fork", "mf2", all, 0, 0)
+	for _, run := range []string{"r1", "r2", "r6", "r7", "r10", "r11", "r12", "fork", "fork2"} {
 		sameBranch(t, s, "t", run)
 	}
 	// A second service (another replica, or this one restarted: nothing built in memory)
 	// reads the parent's checkpoint instead.
 	s2 := newService(t, thread.Config{Store: store})
-	r := storeRun(t, s2, "t", "r13", "r12", chatRun("t", "r13", "m13")...)
-	if err := s2.CheckpointEnded(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	ended(s2, "r13", "r12", "m13", all, 2, 0)
 	sameBranch(t, s2, "t", "r13")
 	known, err := s2.MessageIDs(ctx, "t", "r13")
 	if err != nil || len(known) != 26 || !known["m13"] || !known["u-m1"] {
@@ -569,7 +582,7 @@ func TestCheckpointEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CheckpointEnded(ctx, running); err == nil {
+	if err := s.CheckpointEnded(ctx, running, nil); err == nil {
 		t.Fatal("CheckpointEnded of a running run: no error")
 	}
 }

@@ -38,11 +38,12 @@ const (
 	DefaultMaxImportBytes        = attach.DefaultMaxImportBytes
 	DefaultLeaseInterval         = 2 * time.Second
 	DefaultStoreTimeout          = 5 * time.Second
-	// DefaultCheckpointMemory is the default CheckpointMemory: 4 MiB, the events of about a
-	// thousand chat turns in flight. At 4,000 streams of one event per second 16 MiB cost 9 KiB
-	// of RSS per stream (59 -> 68): kept events live for a whole run and the garbage
-	// collector's headroom doubles them.
-	DefaultCheckpointMemory = 4 << 20
+	// DefaultCheckpointMemory is the default CheckpointMemory: none (run ends read their
+	// events back). Kept events live for a whole run: at 4,000 streams of one event per
+	// second 16 MiB cost 9 KiB of RSS per stream, and at 9,900 streams on 2 saturated cores
+	// 2 of 4 soaks with 4 MiB fell behind for good (p50 3-10 s; none of 3 without, same
+	// binary). Set it where streams are few and runs long.
+	DefaultCheckpointMemory = 0
 )
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
@@ -86,7 +87,7 @@ type Config struct {
 	// it pumps, so that a run's checkpoint at its end (stored before its terminal event is
 	// sent) is built from the events it recorded instead of reading them back from the store.
 	// A run that does not fit, or one of whose events the recorder dropped, is read back as
-	// before. Zero: DefaultCheckpointMemory; negative: none kept.
+	// before. Zero or negative: none kept (DefaultCheckpointMemory).
 	CheckpointMemory int64
 	// Registerer receives the proxy's Prometheus collectors (agui_proxy_*). nil: no metrics.
 	Registerer prometheus.Registerer
@@ -243,9 +244,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LeaseInterval <= 0 {
 		c.LeaseInterval = DefaultLeaseInterval
-	}
-	if c.CheckpointMemory == 0 {
-		c.CheckpointMemory = DefaultCheckpointMemory
 	}
 	if c.Node == "" {
 		host, _ := os.Hostname()

@@ -341,8 +341,9 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	runCtx, stopTimer := context.WithTimeoutCause(base, h.cfg.MaxRunDuration, errRunTimeout)
 	rn := &run{
 		h: h, meta: meta, input: fwd, parent: parent, inputJSON: normalizedInput(in, known),
-		cancel: func(cause error) { cancel(cause); stopTimer() },
-		done:   make(chan struct{}),
+		retainOff: h.cfg.CheckpointMemory <= 0, // no budget: no atomic per event
+		cancel:    func(cause error) { cancel(cause); stopTimer() },
+		done:      make(chan struct{}),
 	}
 	rn.ctx = context.WithValue(runCtx, runCtxKey{}, rn)
 	rn.clientCtx = ctx
@@ -662,8 +663,9 @@ func (h *Handler) checkpoint(meta recorder.Run) {
 // read, thread.Service.KnownMessageIDs) instead of computing the branch itself. meta carries
 // the status the run ended with and records the events the run kept (run.retain; nil when it
 // kept none): thread.Service.CheckpointEnded reads back neither the run's metadata and
-// checkpoint nor, given its events, those. It reports whether the checkpoint was stored; when not (the
-// store is slow or failing, ctx ended), the run is queued for the checkpoint loop as before.
+// checkpoint nor, given its events, those. It reports whether the checkpoint was stored;
+// when not (the store is slow or failing, ctx ended), the run is queued for the checkpoint
+// loop as before.
 func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run, records []recorder.Event) bool {
 	if h.cfg.DisableRecording {
 		return false

@@ -341,7 +341,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	runCtx, stopTimer := context.WithTimeoutCause(base, h.cfg.MaxRunDuration, errRunTimeout)
 	rn := &run{
 		h: h, meta: meta, input: fwd, parent: parent, inputJSON: normalizedInput(in, known),
-		retainOff: h.cfg.CheckpointMemory <= 0, // no budget: no atomic per event
+		retainOff: h.cfg.CheckpointMemory <= 0 || !h.checkpointsAtEnd(), // nothing would use them
 		cancel:    func(cause error) { cancel(cause); stopTimer() },
 		done:      make(chan struct{}),
 	}
@@ -667,15 +667,7 @@ func (h *Handler) checkpoint(meta recorder.Run) {
 // when not (the store is slow or failing, ctx ended), the run is queued for the checkpoint
 // loop as before.
 func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run, records []recorder.Event) bool {
-	if h.cfg.DisableRecording {
-		return false
-	}
-	if _, disk := h.store.(*recorder.DiskStore); disk {
-		// On the disk store a checkpoint is two transactions, each synced to disk, one of
-		// them rewriting the segment (hundreds of KB on a long thread): the terminal event is
-		// not held for them. The loop writes it, and a run start that comes first computes
-		// the branch from local reads (its grandparent's branch is in memory:
-		// thread.Service's recent branches).
+	if !h.checkpointsAtEnd() {
 		return false
 	}
 	if err := h.threads.CheckpointEnded(ctx, meta, records); err != nil {
@@ -684,6 +676,17 @@ func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run, records 
 		return false
 	}
 	return true
+}
+
+// checkpointsAtEnd reports whether a run's checkpoint is stored when it ends (checkpointNow),
+// and so whether runs keep their events for it. Not without recording, and not on the disk
+// store: there a checkpoint is two transactions, each synced to disk, one of them rewriting
+// the segment (hundreds of KB on a long thread), and the terminal event is not held for
+// them. The loop writes it, and a run start that comes first computes the branch from local
+// reads (its grandparent's branch is in memory: thread.Service's recent branches).
+func (h *Handler) checkpointsAtEnd() bool {
+	_, disk := h.store.(*recorder.DiskStore)
+	return !h.cfg.DisableRecording && !disk
 }
 
 // checkpoints stores the compacted branch of ended runs so the next prelude is cheap. It takes

@@ -89,6 +89,28 @@ func storedEvents(t testing.TB, store recorder.Store, threadID, runID string) []
 	return evs
 }
 
+// turnAgent is an agent that answers each run with the events turn returns for it (reply is
+// the id of its answer, "a-" and the run id); after, when set, runs once they are flushed (an
+// agent keeping its stream open).
+func turnAgent(t testing.TB, turn func(in *agui.RunInput, reply string) []string, after func(in *agui.RunInput, r *http.Request)) *httptest.Server {
+	t.Helper()
+	return newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, err := agui.DecodeRunInput(mustRead(t, r.Body))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range turn(in, "a-"+in.RunID) {
+			io.WriteString(w, "data: "+ev+"\n\n")
+		}
+		w.(http.Flusher).Flush()
+		if after != nil {
+			after(in, r)
+		}
+	}))
+}
+
 func newTestServer(t testing.TB, h http.Handler) *httptest.Server {
 	t.Helper()
 	s := httptest.NewServer(h)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -51,14 +49,7 @@ func (hiddenCheckpoints) Checkpoint(context.Context, string, string) ([]byte, er
 // with only the new message). A run that does not fit the budget is read back. Every byte
 // kept is given back once the runs ended.
 func TestCheckpointFromKeptEvents(t *testing.T) {
-	agent := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in, err := agui.DecodeRunInput(mustRead(t, r.Body))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		reply := "a-" + in.RunID
+	agent := turnAgent(t, func(in *agui.RunInput, reply string) []string {
 		events := []string{
 			`{"type":"RUN_STARTED","threadId":"` + in.ThreadID + `","runId":"` + in.RunID + `"}`,
 			`{"type":"STATE_SNAPSHOT","snapshot":{"n":1}}`,
@@ -67,15 +58,11 @@ func TestCheckpointFromKeptEvents(t *testing.T) {
 		for i := range 20 {
 			events = append(events, fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":"w%d "}`, reply, i))
 		}
-		events = append(events,
+		return append(events,
 			`{"type":"TEXT_MESSAGE_END","messageId":"`+reply+`"}`,
 			`{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/n","value":2}]}`,
 			`{"type":"RUN_FINISHED","threadId":"`+in.ThreadID+`","runId":"`+in.RunID+`"}`)
-		for _, ev := range events {
-			io.WriteString(w, "data: "+ev+"\n\n")
-			w.(http.Flusher).Flush()
-		}
-	}))
+	}, nil)
 	for _, tc := range []struct {
 		name   string
 		budget int64

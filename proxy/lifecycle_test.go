@@ -144,31 +144,22 @@ func TestUpstreamIdleWatchdog(t *testing.T) {
 func TestCheckpointBeforeTerminal(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	agent := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in, err := agui.DecodeRunInput(mustRead(t, r.Body))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		reply := "a-" + in.RunID
-		for _, ev := range []string{
+	agent := turnAgent(t, func(in *agui.RunInput, reply string) []string {
+		return []string{
 			`{"type":"RUN_STARTED","threadId":"` + in.ThreadID + `","runId":"` + in.RunID + `"}`,
 			`{"type":"TEXT_MESSAGE_START","messageId":"` + reply + `","role":"assistant"}`,
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"` + reply + `","delta":"hi"}`,
 			`{"type":"TEXT_MESSAGE_END","messageId":"` + reply + `"}`,
 			`{"type":"RUN_FINISHED","threadId":"` + in.ThreadID + `","runId":"` + in.RunID + `"}`,
-		} {
-			io.WriteString(w, "data: "+ev+"\n\n")
 		}
-		w.(http.Flusher).Flush()
+	}, func(in *agui.RunInput, r *http.Request) {
 		if in.RunID == "r1" {
 			select { // the stream stays open after RUN_FINISHED
 			case <-release:
 			case <-r.Context().Done():
 			}
 		}
-	}))
+	})
 	h, px := startProxy(t, agent.URL, Config{})
 	res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r1","messages":[{"id":"u1","role":"user","content":"hello"}]}`, nil)
 	frames, err := readFrames(t, res.Body)

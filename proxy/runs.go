@@ -87,11 +87,13 @@ type run struct {
 	checkpointed bool
 	// retained are the events the recorder accepted for the run, kept within the handler's
 	// Config.CheckpointMemory so that settle builds the checkpoint without reading them back
-	// (retainedBytes is what they count against it); none once retainOff (the budget was
-	// spent, an event was dropped, or the run settled). Pump goroutine only.
-	retained      []recorder.Event
-	retainedBytes int64
-	retainOff     bool
+	// (retainedBytes is what they cost; retainReserved what the run took from the budget,
+	// in chunks); none once retainOff (no budget, spent, an event was dropped, or the run
+	// settled). Pump goroutine only.
+	retained       []recorder.Event
+	retainedBytes  int64
+	retainReserved int64
+	retainOff      bool
 	// markFrame records upstream activity for the idle watchdog (nil when it is disabled).
 	markFrame func()
 	idBuf     []byte
@@ -479,6 +481,10 @@ func (r *run) record(typ string, frame []byte) error {
 // the slack of the slice holding it.
 const retainedEventBytes = 2 * int64(unsafe.Sizeof(recorder.Event{}))
 
+// retainChunk is how much of the handler's budget a run takes at a time, so that keeping an
+// event touches the shared counter once per chunk, not once per event.
+const retainChunk = 16 << 10
+
 // retain keeps ev, which the recorder accepted, for the run's checkpoint at its end (see
 // Config.CheckpointMemory): the frame is the recorder's own, never modified, so keeping it
 // costs no copy. When the handler's budget is spent the run keeps nothing more and lets go
@@ -488,10 +494,14 @@ func (r *run) retain(ev recorder.Event) {
 		return
 	}
 	cost := int64(len(ev.Frame)) + retainedEventBytes
-	if r.h.retainLeft.Add(-cost) < 0 {
-		r.h.retainLeft.Add(cost)
-		r.dropRetained()
-		return
+	if r.retainedBytes+cost > r.retainReserved {
+		take := max(cost, retainChunk)
+		if r.h.retainLeft.Add(-take) < 0 {
+			r.h.retainLeft.Add(take)
+			r.dropRetained()
+			return
+		}
+		r.retainReserved += take
 	}
 	r.retainedBytes += cost
 	r.retained = append(r.retained, ev)
@@ -501,8 +511,10 @@ func (r *run) retain(ev recorder.Event) {
 // only; called again when the run ends.
 func (r *run) dropRetained() {
 	r.retainOff = true
-	r.h.retainLeft.Add(r.retainedBytes)
-	r.retained, r.retainedBytes = nil, 0
+	if r.retainReserved > 0 {
+		r.h.retainLeft.Add(r.retainReserved)
+	}
+	r.retained, r.retainedBytes, r.retainReserved = nil, 0, 0
 }
 
 // clientOptions are the bounds of a client reading a run's hub: the queue bound in bytes and

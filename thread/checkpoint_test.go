@@ -333,6 +333,16 @@ func (c *countingStore) Run(ctx context.Context, threadID, runID string) (record
 	return c.Store.Run(ctx, threadID, runID)
 }
 
+// countingService returns a service on a memory store whose reads are counted; the store's
+// Store is the memory store itself (reads through it are not counted).
+func countingService(t *testing.T) (*thread.Service, *countingStore) {
+	t.Helper()
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	t.Cleanup(func() { mem.Close() })
+	store := &countingStore{Store: mem}
+	return newService(t, thread.Config{Store: store}), store
+}
+
 // runReads returns how many times runID's metadata was read.
 func (c *countingStore) runReads(runID string) int64 {
 	if n, ok := c.runs.Load(runID); ok {
@@ -355,10 +365,7 @@ func (c *countingStore) Events(ctx context.Context, threadID, runID string, afte
 // held ids from one small checkpoint read (no events, no segment); a request that lacks some,
 // reorders them or sends others gets the exact set from the branch.
 func TestKnownMessageIDs(t *testing.T) {
-	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
-	t.Cleanup(func() { mem.Close() })
-	store := &countingStore{Store: mem}
-	s := newService(t, thread.Config{Store: store})
+	s, store := countingService(t)
 	ctx := t.Context()
 	var held []string
 	for i := 1; i <= 30; i++ {
@@ -388,19 +395,19 @@ func TestKnownMessageIDs(t *testing.T) {
 			t.Errorf("%s: %d checkpoint and %d event reads, want the one-read path: %v", tc.name, store.checkpoints.Load(), store.events.Load(), tc.fast)
 		}
 	}
-	if data, _ := mem.Checkpoint(ctx, "t", "r30"); len(data) > 200 {
+	if data, _ := store.Store.Checkpoint(ctx, "t", "r30"); len(data) > 200 {
 		t.Errorf("r30's checkpoint record is %d bytes, want a small pointer: %s", len(data), data)
 	}
 	// A run start whose parent has no readable checkpoint yet (the checkpoint loop has not
 	// built it) gets the exact ids without storing one: it does not wait for that write.
-	if err := mem.PutCheckpoint(ctx, "t", "r30", []byte("not yet")); err != nil {
+	if err := store.Store.PutCheckpoint(ctx, "t", "r30", []byte("not yet")); err != nil {
 		t.Fatal(err)
 	}
 	known, err := s.KnownMessageIDs(ctx, "t", "r30", []string{"new"})
 	if got := slices.Sorted(maps.Keys(known)); err != nil || !slices.Equal(got, want) {
 		t.Errorf("KnownMessageIDs without the parent's checkpoint = %v, %v, want %v", got, err, want)
 	}
-	if data, _ := mem.Checkpoint(ctx, "t", "r30"); string(data) != "not yet" {
+	if data, _ := store.Store.Checkpoint(ctx, "t", "r30"); string(data) != "not yet" {
 		t.Errorf("a run start's id read stored a checkpoint: %.100q", data)
 	}
 }
@@ -483,10 +490,7 @@ func TestCheckpointPackedSegmentExtended(t *testing.T) {
 // parent's run record is read to check it is the same run). A thread deleted and made again
 // with the same run ids (new epochs) is not served the old branch.
 func TestCheckpointExtendsRecentBranch(t *testing.T) {
-	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
-	t.Cleanup(func() { mem.Close() })
-	store := &countingStore{Store: mem}
-	s := newService(t, thread.Config{Store: store})
+	s, store := countingService(t)
 	ctx := t.Context()
 	for i := 1; i <= 20; i++ {
 		store.checkpoints.Store(0)
@@ -506,7 +510,7 @@ func TestCheckpointExtendsRecentBranch(t *testing.T) {
 	if err := s.Delete(ctx, "", "t"); err != nil {
 		t.Fatal(err)
 	}
-	other := newService(t, thread.Config{Store: noCheckpoints{mem}})
+	other := newService(t, thread.Config{Store: noCheckpoints{store.Store}})
 	for i := 1; i <= 20; i++ {
 		recordChatRun(t, other, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("other%d", i))
 	}
@@ -526,10 +530,7 @@ func TestCheckpointExtendsRecentBranch(t *testing.T) {
 // read from the checkpoints is the branch folded from the events, on the main line, on a
 // fork, and from a service with nothing in memory. A run still running is refused.
 func TestCheckpointEnded(t *testing.T) {
-	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
-	t.Cleanup(func() { mem.Close() })
-	store := &countingStore{Store: mem}
-	s := newService(t, thread.Config{Store: store})
+	s, store := countingService(t)
 	ctx := t.Context()
 	// keep is what the caller hands over of the run's events; ckpts how many checkpoint reads
 	// the parent's branch takes (none for the run built just before, two for an older one:

@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -65,6 +66,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	for _, w := range unknownVars(nil) {
 		log.Warn(w)
 	}
+	if percent, ok := gcPercent(cfg, os.LookupEnv); ok {
+		debug.SetGCPercent(percent)
+	} else {
+		log.Info("GOGC is set: AGUI_GC_PERCENT is not applied")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, cfg, log, nil); err != nil {
@@ -72,6 +78,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// gcPercent returns the garbage collector target the proxy sets, cfg.GCPercent, and false when
+// the environment (lookup) sets GOGC: the operator's GOGC, which the runtime has read, wins.
+func gcPercent(cfg config, lookup func(string) (string, bool)) (int, bool) {
+	if _, set := lookup("GOGC"); set {
+		return 0, false
+	}
+	return cfg.GCPercent, true
 }
 
 func newLogger(cfg config, w io.Writer) *slog.Logger {

@@ -71,6 +71,7 @@ func TestConfigDefaults(t *testing.T) {
 		"AGUI_TRUSTED_PROXIES": "10.0.0.0/8,nonsense",
 		"AGUI_LOG_FORMAT":      "xml",
 		"AGUI_REDIS_PREFIX":    "a{b}",
+		"AGUI_GC_PERCENT":      "0",
 	}
 	_, err = loadConfig(bad)
 	if err == nil {
@@ -79,6 +80,35 @@ func TestConfigDefaults(t *testing.T) {
 	for k := range bad {
 		if !strings.Contains(err.Error(), k) {
 			t.Errorf("error %q does not name %s", err, k)
+		}
+	}
+}
+
+// TestGCPercent: the proxy sets AGUI_GC_PERCENT (default 50) as the collector's target, unless
+// the operator set GOGC, which the runtime has already applied.
+func TestGCPercent(t *testing.T) {
+	cfg, err := loadConfig(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func(string) (string, bool) { return "", false }
+	if p, ok := gcPercent(cfg, none); !ok || p != 50 {
+		t.Errorf("gcPercent(defaults) = %d, %v, want 50, true", p, ok)
+	}
+	cfg, err = loadConfig(map[string]string{"AGUI_GC_PERCENT": "200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := gcPercent(cfg, none); !ok || p != 200 {
+		t.Errorf("gcPercent(AGUI_GC_PERCENT=200) = %d, %v, want 200, true", p, ok)
+	}
+	gogc := func(k string) (string, bool) { return "off", k == "GOGC" }
+	if p, ok := gcPercent(cfg, gogc); ok {
+		t.Errorf("gcPercent with GOGC set = %d, true, want false", p)
+	}
+	for _, v := range []string{"0", "-1", "1001"} {
+		if _, err := loadConfig(map[string]string{"AGUI_GC_PERCENT": v}); err == nil || !strings.Contains(err.Error(), "AGUI_GC_PERCENT") {
+			t.Errorf("AGUI_GC_PERCENT=%s: error %v, want one naming the variable", v, err)
 		}
 	}
 }

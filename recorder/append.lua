@@ -9,14 +9,20 @@
 -- ARGV[4] 1 when each run carries what re-creating it takes, else 0
 -- then for each run, in KEYS order:
 --   epoch, [parentRunId, owner, route, status, createdAt ms: only when ARGV[4] is 1],
---   the number n of its events, then n triples in seq order: seq, type, frame bytes.
+--   the number n of its events, then n triples in seq order: seq, type, frame bytes,
+--   then the run's finish: its final status ('' for none) and, when there is one, detail and
+--   lastSeq (the seq of the run's last event). A finish is finish_run.lua's, applied after the
+--   run's events in the same call, so a run's last events and its end cost one round trip
+--   and are never seen apart.
 --
--- Returns, for each run, in KEYS order, two integers: stored and recreated. stored is how many
+-- Returns, for each run, in KEYS order, three integers: stored, recreated and finished. stored is how many
 -- events were added (events whose seq is not above the run's "last" are skipped, so a retried
 -- batch never duplicates); -1 when the run hash holds another epoch (the id now names another
 -- run, and these events are not its); -2 when the run hash is missing and ARGV[4] is 0 (nothing
 -- was written for that run: the caller sends it again with what re-creating it takes).
 -- recreated is 1 when the run's metadata was missing and had to be re-created (a data loss).
+-- finished is 1 when the run's finish was applied (0 when it has none, and with stored -1 or
+-- -2: then nothing was written for the run).
 -- A run that stored events ends with a sharded publish of its last seq on the channel named
 -- like its events stream (the live tail listens there; pcall: a server without SPUBLISH,
 -- Redis 6, just has no tail notification).
@@ -66,6 +72,14 @@ for k = 1, #KEYS do
   local n = tonumber(ARGV[a])
   local first, stop = a + 1, a + 3 * n
   a = stop + 1
+  local fin, detail, want = ARGV[a], nil, nil
+  if fin ~= '' then
+    detail, want = ARGV[a + 1], tonumber(ARGV[a + 2])
+    a = a + 3
+  else
+    fin = nil
+    a = a + 1
+  end
 
   local meta = redis.call('HMGET', runkey, 'epoch', 'last', 'gaps')
   local last, gaps, oldgaps = 0, '', nil
@@ -74,6 +88,7 @@ for k = 1, #KEYS do
   if not meta[1] then
     if not full then
       out[#out + 1] = -2
+      out[#out + 1] = 0
       out[#out + 1] = 0
       skip = true
     else
@@ -98,6 +113,7 @@ for k = 1, #KEYS do
     end
   elseif meta[1] ~= epoch then
     out[#out + 1] = -1
+    out[#out + 1] = 0
     out[#out + 1] = 0
     skip = true
   else
@@ -137,25 +153,51 @@ for k = 1, #KEYS do
       end
     end
     lastArg = lastArg or string.format('%d', last)
-    if gaps ~= oldgaps then
+    if fin then
+      -- finish_run.lua's rules: a stream that vanished (no event stored by this call to show
+      -- it exists) and a missing tail are gaps.
+      if stored == 0 and last > 0 and redis.call('EXISTS', stream) == 0 then
+        gaps = addgap(gaps, 1, last)
+      end
+      if want > last then
+        gaps = addgap(gaps, last + 1, want)
+      end
+      redis.call('HSET', runkey, 'last', lastArg, 'updated', now, 'gaps', gaps, 'status', fin, 'detail', detail)
+    elseif gaps ~= oldgaps then
       redis.call('HSET', runkey, 'last', lastArg, 'updated', now, 'gaps', gaps)
     else
       redis.call('HSET', runkey, 'last', lastArg, 'updated', now)
     end
     if ttl > 0 then
-      redis.call('PEXPIRE', runkey, ttl)
-      redis.call('PEXPIRE', stream, ttl)
-      if not refreshed[base] then
-        refreshed[base] = true
+      if fin then
+        -- A finished run refreshes every key of its thread, as finish_run.lua does.
         redis.call('PEXPIRE', base .. 'thread', ttl)
         redis.call('PEXPIRE', base .. 'runs', ttl)
+        for _, id in ipairs(redis.call('LRANGE', base .. 'runs', 0, -1)) do
+          redis.call('PEXPIRE', base .. 'run:' .. id, ttl)
+          redis.call('PEXPIRE', base .. 'events:' .. id, ttl)
+          redis.call('PEXPIRE', base .. 'checkpoint:' .. id, ttl)
+          redis.call('PEXPIRE', base .. 'packed:' .. id, ttl)
+        end
+      else
+        redis.call('PEXPIRE', runkey, ttl)
+        redis.call('PEXPIRE', stream, ttl)
+        if not refreshed[base] then
+          refreshed[base] = true
+          redis.call('PEXPIRE', base .. 'thread', ttl)
+          redis.call('PEXPIRE', base .. 'runs', ttl)
+        end
       end
     end
     if stored > 0 then
       redis.pcall('SPUBLISH', stream, lastArg)
     end
+    if fin then
+      redis.pcall('SPUBLISH', stream, 'end')
+    end
     out[#out + 1] = stored
     out[#out + 1] = recreated
+    out[#out + 1] = fin and 1 or 0
   end
 end
 return out

@@ -57,8 +57,11 @@
 //     call carries only the epoch and the events of each run; if a run hash is missing (data
 //     lost) the run is sent again with Batch.Run's metadata, and re-created (thread and run)
 //     with the unseen head recorded as a gap; events carrying another epoch than the stored
-//     run's are dropped (the id was reused).
-//   - finish_run.lua: status, detail, missing tail as a gap, TTL of all the thread's keys.
+//     run's are dropped (the id was reused). The Writer's finishes ride in the same call:
+//     a run's finish is applied after its events (finish_run.lua's rules), so a run's last
+//     events and its end cost one round trip, not two.
+//   - finish_run.lua (Store.FinishRun called directly): status, detail, missing tail as a
+//     gap, TTL of all the thread's keys.
 //   - delete_run.lua, put_checkpoint.lua: the run's keys and the runs list together.
 //   - delete_thread.lua: every key of a thread, refused while a run is running.
 //   - compact_run.lua (RunCompactor, compaction at rest): an ended run's stream is replaced by

@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -39,13 +38,23 @@ func ScriptSHAs() map[string]string {
 	}
 }
 
-// FinishRuns is RedisStore.finishRuns for tests: fs[i] is {threadID, runID, status, lastSeq}.
-func FinishRuns(s *RedisStore, fs [][4]string) []error {
-	reqs := make([]finishReq, len(fs))
-	for i, f := range fs {
-		var last int64
-		fmt.Sscan(f[3], &last)
-		reqs[i] = finishReq{threadID: f[0], runID: f[1], status: RunStatus(f[2]), lastSeq: last}
+// FinishSpec is one run's finish for AppendFinish.
+type FinishSpec struct {
+	Status  RunStatus
+	Detail  string
+	LastSeq int64
+}
+
+// AppendFinish is RedisStore.appendFinish for tests: fins[i], when not nil, finishes
+// batches[i]'s run.
+func AppendFinish(ctx context.Context, s *RedisStore, batches []Batch, fins []*FinishSpec) error {
+	var ops []*finishOp
+	for _, f := range fins {
+		if f == nil {
+			ops = append(ops, nil)
+			continue
+		}
+		ops = append(ops, &finishOp{status: f.Status, detail: f.Detail, lastSeq: f.LastSeq})
 	}
-	return s.finishRuns(context.Background(), reqs)
+	return s.appendFinish(ctx, batches, ops)
 }

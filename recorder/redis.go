@@ -463,6 +463,13 @@ func (s *RedisStore) DeleteRun(ctx context.Context, threadID, runID string) erro
 // it takes. After a Redis restart the script cache is empty: the pipeline is then sent again
 // with EVAL, which is safe because the script skips seqs already stored.
 func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
+	return s.appendFinish(ctx, batches, nil)
+}
+
+// appendFinish implements appendFinisher: Append, and each run whose fins entry is not nil
+// finished (FinishRun's rules) in the same script call, after its events, so a run's last
+// events and its end take one round trip. fins is nil or as long as batches.
+func (s *RedisStore) appendFinish(ctx context.Context, batches []Batch, fins []*finishOp) error {
 	keys := make([]string, 0, len(batches))
 	for _, b := range batches {
 		if err := validateRun(b.Run); err != nil {
@@ -473,6 +480,11 @@ func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
 	if len(batches) == 0 {
 		return nil
 	}
+	for i, f := range fins {
+		if f != nil {
+			s.runKeys.forget(batches[i].Run.ThreadID, batches[i].Run.RunID)
+		}
+	}
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -480,9 +492,9 @@ func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
 	for i := range all {
 		all[i] = i
 	}
-	missing, err := s.appendCalls(ctx, batches, keys, all, false)
+	missing, err := s.appendCalls(ctx, batches, fins, keys, all, false)
 	if err == nil && len(missing) > 0 {
-		_, err = s.appendCalls(ctx, batches, keys, missing, true)
+		_, err = s.appendCalls(ctx, batches, fins, keys, missing, true)
 	}
 	return err
 }
@@ -524,7 +536,7 @@ func (s *RedisStore) runKey(threadID, runID string) (string, error) {
 // appendCalls stores the batches listed in which (indices into batches and keys) with one
 // append.lua call per slot, in one pipeline; full sends what re-creating a lost run takes. It
 // returns the batches answered -2 (metadata missing, not sent in full).
-func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, keys []string, which []int, full bool) ([]int, error) {
+func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*finishOp, keys []string, which []int, full bool) ([]int, error) {
 	groups := s.callGroups(keys, which, 0)
 	type call struct {
 		keys []string
@@ -540,7 +552,7 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, keys []st
 	for g, idx := range groups {
 		n := 4
 		for _, i := range idx {
-			n += 2 + 3*len(batches[i].Events)
+			n += 5 + 3*len(batches[i].Events)
 			if full {
 				n += 5
 			}
@@ -562,6 +574,12 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, keys []st
 				// event. The batch outlives the call (Store.Append's contract).
 				ev := &b.Events[k]
 				c.args = append(c.args, &ev.Seq, &ev.Type, (*frameArg)(&ev.Frame))
+			}
+			if fins != nil && fins[i] != nil {
+				f := fins[i]
+				c.args = append(c.args, string(f.status), f.detail, f.lastSeq)
+			} else {
+				c.args = append(c.args, "")
 			}
 		}
 		calls[g] = c
@@ -587,18 +605,18 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, keys []st
 	for g, c := range cmds {
 		res, _ := c.(*redis.Cmd).Slice()
 		for j, i := range groups[g] {
-			if len(res) < 2*j+2 {
+			if len(res) < 3*j+3 {
 				break
 			}
 			b := batches[i]
-			switch n, _ := res[2*j].(int64); n {
+			switch n, _ := res[3*j].(int64); n {
 			case -1:
 				s.log.Warn("recorder: events for a run id now used by another run were dropped",
 					"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID, "epoch", b.Run.Epoch, "events", len(b.Events))
 			case -2:
 				missing = append(missing, i)
 			}
-			if r, _ := res[2*j+1].(int64); r == 1 {
+			if r, _ := res[3*j+1].(int64); r == 1 {
 				s.log.Warn("recorder: run metadata was missing in Redis (data loss); re-created it with a gap",
 					"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID)
 			}
@@ -720,71 +738,6 @@ func (s *RedisStore) FinishRun(ctx context.Context, threadID, runID string, stat
 		}
 	}
 	return scriptError(err, fmt.Sprintf("finishing run %q in thread %q", runID, threadID))
-}
-
-// finishRuns implements finishBatcher: the finish_run.lua calls of several runs in one
-// pipeline (one round trip), each answered on its own. With WaitReplicas the runs are finished
-// one by one (FinishRun), so each ends with its own WAIT.
-func (s *RedisStore) finishRuns(ctx context.Context, fs []finishReq) []error {
-	errs := make([]error, len(fs))
-	for _, f := range fs {
-		s.runKeys.forget(f.threadID, f.runID)
-	}
-	if s.waitN > 0 {
-		for i, f := range fs {
-			errs[i] = s.FinishRun(ctx, f.threadID, f.runID, f.status, f.detail, f.lastSeq)
-		}
-		return errs
-	}
-	type call struct {
-		i    int
-		keys []string
-		args []any
-	}
-	calls := make([]call, 0, len(fs))
-	now := s.nowMs()
-	for i, f := range fs {
-		k, err := keysFor(s.prefix, f.threadID, f.runID)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		calls = append(calls, call{i, []string{k.thread, k.runs, k.run, k.events},
-			[]any{string(f.status), f.detail, f.lastSeq, now, s.ttlMs, k.base}})
-	}
-	if len(calls) == 0 {
-		return errs
-	}
-	if err := s.check(); err != nil {
-		for _, c := range calls {
-			errs[c.i] = err
-		}
-		return errs
-	}
-	run := func(eval bool) ([]redis.Cmder, error) {
-		return s.w.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range calls {
-				if eval {
-					finishRunScript.Eval(ctx, p, c.keys, c.args...)
-				} else {
-					finishRunScript.EvalSha(ctx, p, c.keys, c.args...)
-				}
-			}
-			return nil
-		})
-	}
-	cmds, err := run(false)
-	if err != nil && hasNoScript(cmds) {
-		cmds, err = run(true)
-	}
-	for j, c := range calls {
-		e := err // every command of the pipeline carries its own error; err only if none came back
-		if j < len(cmds) {
-			e = cmds[j].Err()
-		}
-		errs[c.i] = scriptError(e, fmt.Sprintf("finishing run %q in thread %q", fs[c.i].runID, fs[c.i].threadID))
-	}
-	return errs
 }
 
 // Thread implements Store.

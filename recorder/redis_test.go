@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/recorder/recordertest"
@@ -336,53 +335,92 @@ func (h *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.pipelines.Add(1); return next(ctx, cmds) }
 }
 
-// TestRedisFinishRunsPipelined: the Writer's finishes of several runs go in one pipeline, each
-// answered on its own: a run finished (its missing tail a gap), a run the store lost
-// (ErrRunNotFound, the others unaffected), an invalid id (refused before sending).
-func TestRedisFinishRunsPipelined(t *testing.T) {
+// TestRedisAppendFinish: the Writer's events and finishes of several runs go in one script
+// call, one pipeline, and each run ends as FinishRun would end it: its last events stored
+// first, a missing tail a gap, a vanished stream a gap, a run the store lost re-created (in a
+// second call) and finished, and every key of the thread's runs given the TTL again.
+func TestRedisAppendFinish(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "fr"})
+	c := srv.Client(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "af", TTL: time.Hour})
 	ctx := t.Context()
+	ev := func(seq int64) recorder.Event {
+		return recorder.Event{Seq: seq, Type: "CUSTOM", Frame: fmt.Appendf(nil, "data: %d\n\n", seq)}
+	}
 	var runs []recorder.Run
-	for i := range 3 {
+	for i := range 4 {
 		r := recorder.Run{ThreadID: fmt.Sprintf("t%d", i), RunID: "r", Epoch: recorder.NewEpoch()}
 		if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{{Seq: 1, Frame: []byte("a")}}}}); err != nil {
+		if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{ev(1), ev(2)}}}); err != nil {
 			t.Fatal(err)
 		}
 		runs = append(runs, r)
 	}
-	// Load the script (the first call meets NOSCRIPT and is sent again with EVAL).
-	if err := s.FinishRun(ctx, "t0", "r", recorder.StatusRunning, "", 0); err != nil {
-		t.Fatal(err)
-	}
+	c.Del(ctx, "af:{t3}:events:r")                  // t3's stream vanished
+	c.PExpire(ctx, "af:{t0}:events:r", time.Minute) // t0's keys are due for the TTL again
 	h := &pipelineCounter{}
 	recorder.AddRedisHook(s, h)
-	errs := recorder.FinishRuns(s, [][4]string{
-		{"t0", "r", "finished", "1"},
-		{"t1", "r", "error", "3"},
-		{"lost", "r", "finished", "1"},
-		{"t2", "bad id", "finished", "1"},
-		{"t2", "r", "finished", "1"},
-	})
-	if p, n := h.pipelines.Load(), h.singles.Load(); p != 1 || n != 0 {
-		t.Errorf("finishing 4 runs took %d pipelines and %d single commands, want 1 pipeline", p, n)
+	batches := []recorder.Batch{
+		{Run: runs[0], Events: []recorder.Event{ev(3)}},
+		{Run: runs[1], Events: []recorder.Event{ev(3)}},
+		{Run: runs[2]},
+		{Run: runs[3]},
+		{Run: recorder.Run{ThreadID: "t0", RunID: "other", Epoch: recorder.NewEpoch()}, Events: []recorder.Event{ev(1)}},
 	}
-	for i, want := range []error{nil, nil, recorder.ErrRunNotFound, agui.ErrInvalidID, nil} {
-		if !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil) {
-			t.Errorf("finish %d = %v, want %v", i, errs[i], want)
-		}
+	fins := []*recorder.FinishSpec{
+		{Status: recorder.StatusFinished, LastSeq: 3},
+		{Status: recorder.StatusError, Detail: "boom", LastSeq: 5},
+		{Status: recorder.StatusFinished, LastSeq: 2},
+		{Status: recorder.StatusFinished, LastSeq: 2},
+		nil,
+	}
+	if err := recorder.AppendFinish(ctx, s, batches, fins); err != nil {
+		t.Fatal(err)
+	}
+	// One pipeline, or two when the script was not loaded yet (NOSCRIPT, then EVAL), and one
+	// more for "other", which does not exist yet and is sent again in full.
+	if p, n := h.pipelines.Load(), h.singles.Load(); p < 2 || p > 3 || n != 0 {
+		t.Errorf("appending and finishing took %d pipelines and %d single commands, want 2 or 3 pipelines", p, n)
 	}
 	for i, want := range []struct {
 		status recorder.RunStatus
+		detail string
+		last   int64
 		gaps   string
-	}{{recorder.StatusFinished, "[]"}, {recorder.StatusError, "[{2 3}]"}, {recorder.StatusFinished, "[]"}} {
+	}{
+		{recorder.StatusFinished, "", 3, "[]"},
+		{recorder.StatusError, "boom", 3, "[{4 5}]"},
+		{recorder.StatusFinished, "", 2, "[]"},
+		{recorder.StatusFinished, "", 2, "[{1 2}]"},
+	} {
 		got, err := s.Run(ctx, runs[i].ThreadID, "r")
-		if err != nil || got.Status != want.status || fmt.Sprint(got.Gaps) != want.gaps {
-			t.Errorf("Run(t%d) = status %s gaps %v, %v; want %s %s", i, got.Status, got.Gaps, err, want.status, want.gaps)
+		if err != nil || got.Status != want.status || got.Detail != want.detail || got.LastSeq != want.last || fmt.Sprint(got.Gaps) != want.gaps {
+			t.Errorf("Run(t%d) = status %s detail %q last %d gaps %v, %v; want %s %q %d %s",
+				i, got.Status, got.Detail, got.LastSeq, got.Gaps, err, want.status, want.detail, want.last, want.gaps)
 		}
+	}
+	evs, err := s.Events(ctx, "t0", "r", 0, 0)
+	if err != nil || len(evs) != 3 || evs[2].Seq != 3 {
+		t.Errorf("Events(t0) = %d events, %v, want 3", len(evs), err)
+	}
+	if got, err := s.Run(ctx, "t0", "other"); err != nil || got.Status != recorder.StatusRunning || got.LastSeq != 1 {
+		t.Errorf("Run(t0/other) without a finish = %+v, %v, want running with 1 event", got, err)
+	}
+	if ttl, err := c.PTTL(ctx, "af:{t0}:events:r").Result(); err != nil || ttl < 59*time.Minute {
+		t.Errorf("PTTL of t0's events after its finish = %v, %v, want the hour again", ttl, err)
+	}
+
+	// A run the store lost is re-created from its batch and finished.
+	lost := recorder.Run{ThreadID: "lost", RunID: "r", Epoch: recorder.NewEpoch()}
+	err = recorder.AppendFinish(ctx, s, []recorder.Batch{{Run: lost, Events: []recorder.Event{ev(2)}}},
+		[]*recorder.FinishSpec{{Status: recorder.StatusFinished, LastSeq: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Run(ctx, "lost", "r"); err != nil || got.Status != recorder.StatusFinished || fmt.Sprint(got.Gaps) != "[{1 1}]" {
+		t.Errorf("Run(lost) = status %s gaps %v, %v; want finished with gap 1-1", got.Status, got.Gaps, err)
 	}
 }
 

@@ -597,18 +597,12 @@ func (w *Writer) lingerLeft(lastStart time.Time) time.Duration {
 	return w.cfg.Linger - time.Since(lastStart)
 }
 
-// finishBatcher is a Store that finishes several runs in one round trip (RedisStore: one
-// pipeline). errs[i] is the outcome of fs[i], as FinishRun would return it.
-type finishBatcher interface {
-	finishRuns(ctx context.Context, fs []finishReq) (errs []error)
-}
-
-// finishReq is one FinishRun call.
-type finishReq struct {
-	threadID, runID string
-	status          RunStatus
-	detail          string
-	lastSeq         int64
+// appendFinisher is a Store that stores a batch's events and finishes runs in one round trip
+// (RedisStore: the append script applies FinishRun's rules to a run after its events).
+// fins[i], when not nil, is the finish of batches[i]'s run. Like Append it is idempotent, so
+// a failed call is sent again whole.
+type appendFinisher interface {
+	appendFinish(ctx context.Context, batches []Batch, fins []*finishOp) error
 }
 
 // write stores take (n events plus finishes), retrying until it succeeds; false means the
@@ -616,12 +610,22 @@ type finishReq struct {
 func (w *Writer) write(take []item, n int) bool {
 	batches := w.batcher.group(take)
 	defer w.batcher.release()
+	af, together := w.cfg.Store.(appendFinisher)
+	var fins []*finishOp
+	if together {
+		batches, fins = w.batcher.finishes(take)
+	}
 	appended := n == 0
 	var finished []bool // finished[i]: the i-th finish of take is stored
 	backoff := w.cfg.RetryMin
 	failing := false
 	for {
-		err := w.attempt(batches, n, &appended, take, &finished)
+		var err error
+		if together {
+			err = w.attemptTogether(af, batches, fins, n)
+		} else {
+			err = w.attempt(batches, n, &appended, take, &finished)
+		}
 		if err == nil {
 			if failing {
 				w.log.Info("recorder: store is writable again")
@@ -647,8 +651,37 @@ func (w *Writer) write(take []item, n int) bool {
 	}
 }
 
+// attemptTogether stores take's events and finishes (batches, fins) in one call.
+func (w *Writer) attemptTogether(af appendFinisher, batches []Batch, fins []*finishOp, n int) error {
+	if len(batches) == 0 {
+		return nil
+	}
+	start := time.Now()
+	w.count(func(st *WriterStats) { st.RoundTrips++ })
+	if err := af.appendFinish(w.stopCtx, batches, fins); err != nil {
+		return err
+	}
+	d := time.Since(start)
+	finished := 0
+	for _, f := range fins {
+		if f != nil {
+			finished++
+		}
+	}
+	w.count(func(st *WriterStats) {
+		st.Finished += uint64(finished)
+		if n > 0 {
+			st.Appended += uint64(n)
+			st.Batches++
+			st.BatchLatency += d
+			st.BatchLatencyCount++
+		}
+	})
+	return nil
+}
+
 // attempt makes one pass over the store calls still needed for a batch: the events, then the
-// finishes not stored yet (in one round trip when the store batches them, else one by one).
+// finishes not stored yet, one by one.
 func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, finished *[]bool) error {
 	ctx := w.stopCtx
 	if !*appended {
@@ -679,38 +712,13 @@ func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, fi
 		*finished = make([]bool, len(fins))
 	}
 	done := *finished
-	var errs []error // pipelined outcomes, when the store batches finishes
-	if fb, ok := w.cfg.Store.(finishBatcher); ok && len(fins) > 1 {
-		var reqs []finishReq
-		var idx []int
-		for i, it := range fins {
-			if !done[i] {
-				f := it.finish
-				reqs = append(reqs, finishReq{it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq})
-				idx = append(idx, i)
-			}
-		}
-		if len(reqs) > 1 {
-			w.count(func(st *WriterStats) { st.RoundTrips++ })
-			errs = make([]error, len(fins))
-			for j, e := range fb.finishRuns(ctx, reqs) {
-				errs[idx[j]] = e
-			}
-		}
-	}
-	var firstErr error
 	for i, it := range fins {
 		if done[i] {
 			continue
 		}
 		f := it.finish
-		var err error
-		if errs != nil {
-			err = errs[i]
-		} else {
-			w.count(func(st *WriterStats) { st.RoundTrips++ })
-			err = w.cfg.Store.FinishRun(ctx, it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq)
-		}
+		w.count(func(st *WriterStats) { st.RoundTrips++ })
+		err := w.cfg.Store.FinishRun(ctx, it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq)
 		if errors.Is(err, ErrRunNotFound) || errors.Is(err, ErrThreadNotFound) {
 			// The store lost the run: re-create its metadata (the store records the gap from
 			// lastSeq), then finish it.
@@ -720,18 +728,12 @@ func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, fi
 			}
 		}
 		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			if errs == nil {
-				return err // one by one: stop at the first failure, as the store is failing
-			}
-			continue
+			return err // stop at the first failure, as the store is failing
 		}
 		done[i] = true
 		w.count(func(st *WriterStats) { st.Finished++ })
 	}
-	return firstErr
+	return nil
 }
 
 func (w *Writer) count(f func(*WriterStats)) {
@@ -793,6 +795,32 @@ func (g *batcher) group(take []item) []Batch {
 		}
 	}
 	return g.batches
+}
+
+// finishes adds the finishes of take, the items of the last group, to its batches: fins[i] is
+// the finish of batches[i]'s run (nil: none), and a run finished without events in take gets
+// a batch of its own, without events. fins is nil when take holds no finish.
+func (g *batcher) finishes(take []item) (batches []Batch, fins []*finishOp) {
+	for _, it := range take {
+		if it.finish == nil {
+			continue
+		}
+		id := runID{it.run.ThreadID, it.run.RunID}
+		i, ok := g.index[id]
+		if !ok {
+			i = len(g.batches)
+			g.index[id] = i
+			g.batches = append(g.batches, Batch{Run: it.run})
+		}
+		for len(fins) < len(g.batches) {
+			fins = append(fins, nil)
+		}
+		fins[i] = it.finish
+	}
+	for fins != nil && len(fins) < len(g.batches) {
+		fins = append(fins, nil)
+	}
+	return g.batches, fins
 }
 
 // release lets go of the last batches' runs and frames, keeping the memory for the next.

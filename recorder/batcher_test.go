@@ -53,6 +53,39 @@ func TestBatcherReuse(t *testing.T) {
 	}
 }
 
+// TestBatcherFinishes: each finish of a take goes with its run's batch, after its events, and
+// a run finished without events in the take gets a batch of its own; a take without finishes
+// has none.
+func TestBatcherFinishes(t *testing.T) {
+	var g batcher
+	run := func(id string) Run { return Run{ThreadID: "t", RunID: id} }
+	fa, fc := &finishOp{status: StatusFinished, lastSeq: 2}, &finishOp{status: StatusError, lastSeq: 7}
+	take := []item{
+		{run: run("a"), ev: Event{Seq: 1}}, {run: run("b"), ev: Event{Seq: 1}}, {run: run("a"), ev: Event{Seq: 2}},
+		{run: run("a"), finish: fa}, {run: run("c"), finish: fc}, {run: run("b"), ev: Event{Seq: 2}},
+	}
+	g.group(take)
+	batches, fins := g.finishes(take)
+	if len(batches) != 3 || len(fins) != 3 {
+		t.Fatalf("%d batches, %d finishes, want 3 of each", len(batches), len(fins))
+	}
+	for i, want := range []struct {
+		run    string
+		events int
+		fin    *finishOp
+	}{{"a", 2, fa}, {"b", 2, nil}, {"c", 0, fc}} {
+		if b := batches[i]; b.Run.RunID != want.run || len(b.Events) != want.events || fins[i] != want.fin {
+			t.Errorf("batch %d = run %s, %d events, finish %v; want %s, %d, %v", i, b.Run.RunID, len(b.Events), fins[i], want.run, want.events, want.fin)
+		}
+	}
+	g.release()
+	g.group(take[:3])
+	if batches, fins := g.finishes(take[:3]); len(batches) != 2 || fins != nil {
+		t.Errorf("a take without finishes: %d batches, finishes %v, want 2 and none", len(batches), fins)
+	}
+	g.release()
+}
+
 // TestRunKeyCache: the cached run hash key is the one key() builds, a finished or deleted run
 // is forgotten, and the cache starts over instead of growing past its bound.
 func TestRunKeyCache(t *testing.T) {

@@ -179,6 +179,15 @@ func TestRedisWaitReplicas(t *testing.T) {
 			if err := s.FinishRun(ctx, "th0", "r", recorder.StatusFinished, "", 1); err != nil {
 				t.Fatalf("FinishRun with WaitReplicas 1 = %v", err)
 			}
+			// The Writer's way: a run's last events and its finish in one call, one WAIT.
+			last := recorder.Batch{Run: batches[1].Run, Events: []recorder.Event{{Seq: 2, Type: "A", Frame: []byte("z")}}}
+			fin := []*recorder.FinishSpec{{Status: recorder.StatusFinished, LastSeq: 2}}
+			if err := recorder.AppendFinish(ctx, s, []recorder.Batch{last}, fin); err != nil {
+				t.Fatalf("AppendFinish with WaitReplicas 1 = %v", err)
+			}
+			if r, err := s.Run(ctx, "th1", "r"); err != nil || r.Status != recorder.StatusFinished || r.LastSeq != 2 {
+				t.Errorf("Run(th1) after AppendFinish = %s last %d, %v; want finished with 2 events", r.Status, r.LastSeq, err)
+			}
 			c2 := cfg(2)
 			c2.Prefix = c.Prefix
 			s2 := newRedisStore(t, c2)

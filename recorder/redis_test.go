@@ -488,6 +488,20 @@ func TestRedisNoScriptRecovery(t *testing.T) {
 	if got, _ := s.Run(ctx, "t", "r"); got.LastSeq != 3 || got.Status != recorder.StatusFinished {
 		t.Errorf("Run = last %d status %s, want 3 finished", got.LastSeq, got.Status)
 	}
+	// The Writer's way: events and finish in one append.lua call, after a flush too.
+	r2 := recorder.Run{ThreadID: "t", RunID: "r2", Epoch: recorder.NewEpoch()}
+	if _, err := s.CreateRun(ctx, r2, recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.ScriptFlush(ctx)
+	err := recorder.AppendFinish(ctx, s, []recorder.Batch{{Run: r2, Events: []recorder.Event{{Seq: 1, Frame: []byte("x")}}}},
+		[]*recorder.FinishSpec{{Status: recorder.StatusFinished, LastSeq: 1}})
+	if err != nil {
+		t.Fatalf("AppendFinish after SCRIPT FLUSH = %v", err)
+	}
+	if got, _ := s.Run(ctx, "t", "r2"); got.LastSeq != 1 || got.Status != recorder.StatusFinished || len(got.Gaps) != 0 {
+		t.Errorf("Run(r2) = last %d status %s gaps %v, want 1 finished without gaps", got.LastSeq, got.Status, got.Gaps)
+	}
 }
 
 // TestRedisSeparatePools: appends use only the writer pool and reads only the other one, so a

@@ -503,6 +503,9 @@ func (s *RedisStore) appendFinish(ctx context.Context, batches []Batch, fins []*
 // one group per slot (the keys of one call must share one), elsewhere one group; with max > 0
 // no group holds more than max keys.
 func (s *RedisStore) callGroups(keys []string, which []int, max int) [][]int {
+	if !s.appendBySlot && (max <= 0 || len(which) <= max) {
+		return [][]int{which} // one call: no slot map to build
+	}
 	var groups [][]int
 	open := map[uint16]int{} // slot -> its group still taking keys (slot 0 for all off Cluster)
 	for _, i := range which {
@@ -538,11 +541,9 @@ func (s *RedisStore) runKey(threadID, runID string) (string, error) {
 // returns the batches answered -2 (metadata missing, not sent in full).
 func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*finishOp, keys []string, which []int, full bool) ([]int, error) {
 	groups := s.callGroups(keys, which, 0)
-	type call struct {
-		keys []string
-		args []any
-	}
-	calls := make([]call, len(groups))
+	// Each call is the whole command, EVALSHA sha numkeys keys... argv..., sent with Do: the
+	// script helpers would copy every argument into a slice of their own.
+	calls := make([][]any, len(groups))
 	firstKeys := make([]string, len(groups))
 	now := s.nowMs()
 	fullFlag := 0
@@ -557,41 +558,49 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 				n += 5
 			}
 		}
-		c := call{keys: make([]string, len(idx)), args: make([]any, 0, n)}
-		c.args = append(c.args, now, s.ttlMs, s.maxLen, fullFlag)
-		for j, i := range idx {
+		c := make([]any, 0, 3+len(idx)+n)
+		c = append(c, "evalsha", appendScript.Hash(), len(idx))
+		for _, i := range idx {
+			c = append(c, keys[i])
+		}
+		c = append(c, now, s.ttlMs, s.maxLen, fullFlag)
+		for _, i := range idx {
 			b := batches[i]
-			c.keys[j] = keys[i]
-			c.args = append(c.args, b.Run.Epoch)
+			c = append(c, b.Run.Epoch)
 			if full {
 				created, status := b.recreated(s.nowFunc())
-				c.args = append(c.args, b.Run.ParentRunID, b.Run.Owner, b.Run.Route, string(status), created.UnixMilli())
+				c = append(c, b.Run.ParentRunID, b.Run.Owner, b.Run.Route, string(status), created.UnixMilli())
 			}
-			c.args = append(c.args, len(b.Events))
+			c = append(c, len(b.Events))
 			for k := range b.Events {
 				// Pointers into the batch: an interface holding a pointer allocates nothing,
 				// where boxing the seq, the type and the frame allocated three times per
 				// event. The batch outlives the call (Store.Append's contract).
 				ev := &b.Events[k]
-				c.args = append(c.args, &ev.Seq, &ev.Type, (*frameArg)(&ev.Frame))
+				c = append(c, &ev.Seq, &ev.Type, (*frameArg)(&ev.Frame))
 			}
 			if fins != nil && fins[i] != nil {
 				f := fins[i]
-				c.args = append(c.args, string(f.status), f.detail, f.lastSeq)
+				c = append(c, string(f.status), f.detail, f.lastSeq)
 			} else {
-				c.args = append(c.args, "")
+				c = append(c, "")
 			}
 		}
 		calls[g] = c
-		firstKeys[g] = c.keys[0]
+		firstKeys[g] = keys[idx[0]]
 	}
 	run := func(eval bool) ([]redis.Cmder, error) {
-		return s.writePipeline(ctx, firstKeys, func(p redis.Pipeliner, g int) {
-			if eval {
-				appendScript.Eval(ctx, p, calls[g].keys, calls[g].args...)
-			} else {
-				appendScript.EvalSha(ctx, p, calls[g].keys, calls[g].args...)
+		if eval { // the script cache is empty (a restart): send the script itself
+			for _, c := range calls {
+				c[0], c[1] = "eval", appendLua
 			}
+		}
+		if len(calls) == 1 && s.waitN == 0 {
+			cmd := s.w.Do(ctx, calls[0]...) // one call: no pipeline to set up
+			return []redis.Cmder{cmd}, cmd.Err()
+		}
+		return s.writePipeline(ctx, firstKeys, func(p redis.Pipeliner, g int) {
+			p.Do(ctx, calls[g]...)
 		})
 	}
 	cmds, err := run(false)

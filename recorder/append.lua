@@ -15,9 +15,9 @@
 --   run's events in the same call, so a run's last events and its end cost one round trip
 --   and are never seen apart.
 --
--- Returns, for each run, in KEYS order, three integers: stored, recreated and finished. stored is how many
--- events were added (events whose seq is not above the run's "last" are skipped, so a retried
--- batch never duplicates); -1 when the run hash holds another epoch (the id now names another
+-- Returns, for each run, in KEYS order, three integers: stored, recreated and finished.
+-- stored is how many events were added (events whose seq is not above the run's "last" are
+-- skipped, so a retried batch never duplicates); -1 when the run hash holds another epoch (the id now names another
 -- run, and these events are not its); -2 when the run hash is missing and ARGV[4] is 0 (nothing
 -- was written for that run: the caller sends it again with what re-creating it takes).
 -- recreated is 1 when the run's metadata was missing and had to be re-created (a data loss).

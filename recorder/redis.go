@@ -560,23 +560,22 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 		}
 		c := make([]any, 0, 3+len(idx)+n)
 		c = append(c, "evalsha", appendScript.Hash(), len(idx))
+		// Keys, epochs and events as pointers into keys and batches, which outlive the call:
+		// boxing a string in an interface allocates, once per run of every batch.
 		for _, i := range idx {
-			c = append(c, keys[i])
+			c = append(c, &keys[i])
 		}
 		c = append(c, now, s.ttlMs, s.maxLen, fullFlag)
 		for _, i := range idx {
-			b := batches[i]
-			c = append(c, b.Run.Epoch)
+			b := &batches[i]
+			c = append(c, &b.Run.Epoch)
 			if full {
 				created, status := b.recreated(s.nowFunc())
 				c = append(c, b.Run.ParentRunID, b.Run.Owner, b.Run.Route, string(status), created.UnixMilli())
 			}
 			c = append(c, len(b.Events))
 			for k := range b.Events {
-				// Pointers into the batch: an interface holding a pointer allocates nothing,
-				// where boxing the seq, the type and the frame allocated three times per
-				// event. The batch outlives the call (Store.Append's contract).
-				ev := &b.Events[k]
+				ev := &b.Events[k] // three allocations per event when boxed
 				c = append(c, &ev.Seq, &ev.Type, (*frameArg)(&ev.Frame))
 			}
 			if fins != nil && fins[i] != nil {

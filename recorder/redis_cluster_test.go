@@ -82,7 +82,11 @@ func (h *slotChecker) check(cmd redis.Cmder) {
 	n, _ := args[2].(int)
 	keys := make([]string, 0, n)
 	for i := range n {
-		keys = append(keys, fmt.Sprint(args[3+i]))
+		k := args[3+i]
+		if p, ok := k.(*string); ok { // sent as the string it points to
+			k = *p
+		}
+		keys = append(keys, fmt.Sprint(k))
 	}
 	script, ok := h.names[fmt.Sprint(args[1])] // EVALSHA
 	if !ok {

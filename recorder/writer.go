@@ -769,14 +769,7 @@ func (g *batcher) group(take []item) []Batch {
 			g.at = append(g.at, -1)
 			continue
 		}
-		id := runID{it.run.ThreadID, it.run.RunID}
-		i, ok := g.index[id]
-		if !ok {
-			i = len(g.batches)
-			g.index[id] = i
-			g.batches = append(g.batches, Batch{Run: it.run})
-			g.counts = append(g.counts, 0)
-		}
+		i := g.batchOf(it.run)
 		g.at = append(g.at, i)
 		g.counts[i]++
 		n++
@@ -805,22 +798,27 @@ func (g *batcher) finishes(take []item) (batches []Batch, fins []*finishOp) {
 		if it.finish == nil {
 			continue
 		}
-		id := runID{it.run.ThreadID, it.run.RunID}
-		i, ok := g.index[id]
-		if !ok {
-			i = len(g.batches)
-			g.index[id] = i
-			g.batches = append(g.batches, Batch{Run: it.run})
+		i := g.batchOf(it.run)
+		if fins == nil {
+			fins = make([]*finishOp, len(g.batches))
 		}
-		for len(fins) < len(g.batches) {
-			fins = append(fins, nil)
-		}
+		fins = append(fins, make([]*finishOp, len(g.batches)-len(fins))...)
 		fins[i] = it.finish
 	}
-	for fins != nil && len(fins) < len(g.batches) {
-		fins = append(fins, nil)
-	}
 	return g.batches, fins
+}
+
+// batchOf returns the index of run's batch, adding one without events when it has none.
+func (g *batcher) batchOf(run Run) int {
+	id := runID{run.ThreadID, run.RunID}
+	i, ok := g.index[id]
+	if !ok {
+		i = len(g.batches)
+		g.index[id] = i
+		g.batches = append(g.batches, Batch{Run: run})
+		g.counts = append(g.counts, 0)
+	}
+	return i
 }
 
 // release lets go of the last batches' runs and frames, keeping the memory for the next.

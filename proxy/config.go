@@ -81,6 +81,12 @@ type Config struct {
 	// round trips. A run's end and sync durability are not delayed by it. Zero:
 	// recorder.DefaultLinger; negative: none (each write as soon as the previous one is done).
 	RecorderLinger time.Duration
+	// RecorderBusyLinger replaces RecorderLinger after a store write that carried the events
+	// of recorder.BusyRuns runs or more (recorder.WriterConfig.BusyLinger): with many
+	// concurrent runs the writes are large anyway, and a longer wait saves round trips and
+	// per-run store work. Zero: recorder.DefaultBusyLinger; negative: none (RecorderLinger
+	// always).
+	RecorderBusyLinger time.Duration
 	// CheckpointMemory bounds the bytes of recorded events the proxy keeps, over all the runs
 	// it pumps, so that a run's checkpoint at its end (stored before its terminal event is
 	// sent) is built from the events it recorded instead of reading them back from the store.

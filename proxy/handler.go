@@ -72,7 +72,8 @@ func New(cfg Config) (*Handler, error) {
 		Durability:        cfg.Durability,
 		MaxBufferedEvents: cfg.RecorderBuffer,
 		FullWait:          cfg.RecorderFullWait,
-		Linger:            recorderLinger(cfg.RecorderLinger),
+		Linger:            recorderLinger(cfg.RecorderLinger, recorder.DefaultLinger),
+		BusyLinger:        recorderLinger(cfg.RecorderBusyLinger, recorder.DefaultBusyLinger),
 		Logger:            cfg.Logger,
 	})
 	transport := cfg.Transport
@@ -819,11 +820,12 @@ func (smallBufferPool) Put(b []byte) { smallCopyBuffers.Put(&b) }
 
 var _ http.Handler = (*Handler)(nil)
 
-// recorderLinger maps Config.RecorderLinger to recorder.WriterConfig.Linger.
-func recorderLinger(d time.Duration) time.Duration {
+// recorderLinger maps Config.RecorderLinger (or RecorderBusyLinger) to
+// recorder.WriterConfig.Linger (BusyLinger): zero is def, negative none.
+func recorderLinger(d, def time.Duration) time.Duration {
 	switch {
 	case d == 0:
-		return recorder.DefaultLinger
+		return def
 	case d < 0:
 		return 0
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
@@ -202,5 +203,20 @@ func TestNonRunRequestsPassThrough(t *testing.T) {
 	}
 	if h.ActiveRuns() != 0 {
 		t.Errorf("ActiveRuns = %d after plain requests", h.ActiveRuns())
+	}
+}
+
+// TestRecorderLinger: Config's zero linger is the recorder's default, a negative one none,
+// any other itself; for the linger and the busy linger alike.
+func TestRecorderLinger(t *testing.T) {
+	for _, c := range []struct{ in, def, want time.Duration }{
+		{0, recorder.DefaultLinger, recorder.DefaultLinger},
+		{0, recorder.DefaultBusyLinger, recorder.DefaultBusyLinger},
+		{-1, recorder.DefaultBusyLinger, 0},
+		{7 * time.Millisecond, recorder.DefaultBusyLinger, 7 * time.Millisecond},
+	} {
+		if got := recorderLinger(c.in, c.def); got != c.want {
+			t.Errorf("recorderLinger(%v, %v) = %v, want %v", c.in, c.def, got, c.want)
+		}
 	}
 }

@@ -45,6 +45,12 @@ const (
 	DefaultFullWait = 10 * time.Second
 	// DefaultLinger is the Linger the proxy uses unless configured (proxy.Config.RecorderLinger).
 	DefaultLinger = 2 * time.Millisecond
+	// DefaultBusyLinger is the BusyLinger the proxy uses unless configured
+	// (proxy.Config.RecorderBusyLinger).
+	DefaultBusyLinger = 10 * time.Millisecond
+	// BusyRuns is how many runs a batch carries for the Writer to wait BusyLinger before the
+	// next one.
+	BusyRuns = 8
 )
 
 // ErrBufferFull is returned by Writer.Append when the buffer stayed full for FullWait while
@@ -78,6 +84,13 @@ type WriterConfig struct {
 	// MaxBatchEvents ends the wait at once, so a run's terminal event and sync durability are
 	// not delayed. An event reaches the store up to Linger later. Zero: send at once.
 	Linger time.Duration
+	// BusyLinger is the Linger while many runs stream at once: after a batch that carried the
+	// events of BusyRuns runs or more, the next batch waits BusyLinger instead of Linger. With
+	// many concurrent runs each batch is large whatever the wait, so a longer one mostly saves
+	// round trips and per-run store work (fewer, fuller batches) at no cost to the streams;
+	// with few runs the short Linger keeps each write small. What ends a Linger ends it too.
+	// Zero or not above Linger: Linger always; a Linger of zero turns both off.
+	BusyLinger time.Duration
 	// RetryMin and RetryMax bound the exponential backoff after a store error (defaults
 	// DefaultRetryMin, DefaultRetryMax).
 	RetryMin, RetryMax time.Duration
@@ -155,7 +168,8 @@ type Writer struct {
 	urgent int
 	st     WriterStats
 
-	batcher batcher // the writer goroutine's
+	batcher  batcher // the writer goroutine's
+	lastRuns int     // runs whose events the last batch carried (the writer goroutine's)
 
 	wake    chan struct{} // cap 1: something was queued or Shutdown started
 	hurry   chan struct{} // cap 1: Linger must end (a caller waits, the queue is a full batch)
@@ -587,14 +601,18 @@ func (w *Writer) loop() {
 	}
 }
 
-// lingerLeft returns how much longer the loop holds the next batch (Linger): only while
-// nobody waits on the store, the queue holds less than a batch and the Writer is open. w.mu
-// must be held.
+// lingerLeft returns how much longer the loop holds the next batch (Linger, or BusyLinger
+// after a batch of BusyRuns runs or more): only while nobody waits on the store, the queue
+// holds less than a batch and the Writer is open. w.mu must be held.
 func (w *Writer) lingerLeft(lastStart time.Time) time.Duration {
 	if w.cfg.Linger <= 0 || w.closed || w.urgent > 0 || len(w.q)-w.head >= w.cfg.MaxBatchEvents {
 		return 0
 	}
-	return w.cfg.Linger - time.Since(lastStart)
+	linger := w.cfg.Linger
+	if w.cfg.BusyLinger > linger && w.lastRuns >= BusyRuns {
+		linger = w.cfg.BusyLinger
+	}
+	return linger - time.Since(lastStart)
 }
 
 // appendFinisher is a Store that stores a batch's events and finishes runs in one round trip
@@ -610,6 +628,7 @@ type appendFinisher interface {
 func (w *Writer) write(take []item, n int) bool {
 	batches := w.batcher.group(take)
 	defer w.batcher.release()
+	w.lastRuns = len(batches)
 	af, together := w.cfg.Store.(appendFinisher)
 	var fins []*finishOp
 	if together {

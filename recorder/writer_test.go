@@ -27,6 +27,13 @@ type flakyStore struct {
 	batches  [][]recorder.Batch
 }
 
+// lastBatch returns the batches of the last Append call.
+func (f *flakyStore) lastBatch() []recorder.Batch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.batches[len(f.batches)-1]
+}
+
 var errInjected = errors.New("injected store failure")
 
 func (f *flakyStore) setFailing(v bool) { f.mu.Lock(); f.failing = v; f.mu.Unlock() }
@@ -570,6 +577,73 @@ func TestWriterNoWait(t *testing.T) {
 	}
 	if st := w.Stats(); st.Waits != 0 || st.Dropped != 1 {
 		t.Errorf("Stats() = %+v, want no wait and 1 dropped", st)
+	}
+}
+
+// TestWriterBusyLinger: after a batch that carried the events of BusyRuns runs, the next
+// batch waits BusyLinger (far longer than the test: the event stays queued until a Flush
+// ends the wait); after a batch of one run it waits only Linger.
+func TestWriterBusyLinger(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	gate := make(chan struct{})
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: gate}
+	w := newTestWriter(t, store, recorder.WriterConfig{Linger: time.Millisecond, BusyLinger: time.Hour})
+	appends := func() int { store.mu.Lock(); defer store.mu.Unlock(); return store.appends }
+	waitAppends := func(n int) {
+		t.Helper()
+		for appends() < n {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%d store calls, want %d", appends(), n)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+
+	// The first batch (one run) is held in the store while BusyRuns runs queue an event
+	// each: they go together in the second batch.
+	first := testRun("busy", "first")
+	if err := w.Append(first, testEvent(first, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitAppends(1)
+	var runs []recorder.Run
+	for i := range recorder.BusyRuns {
+		r := testRun("busy", fmt.Sprintf("r%d", i))
+		runs = append(runs, r)
+		if err := w.Append(r, testEvent(r, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gate <- struct{}{} // the first batch
+	waitAppends(2)
+	if n := len(store.lastBatch()); n != recorder.BusyRuns {
+		t.Fatalf("second batch carried %d runs, want %d", n, recorder.BusyRuns)
+	}
+	close(gate) // every later batch goes through at once
+
+	// After the busy batch, the next event waits BusyLinger (an hour).
+	if err := w.Append(runs[0], testEvent(runs[0], 2)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := appends(); n != 2 {
+		t.Fatalf("after a batch of %d runs the next was written within 50 ms (%d store calls); want it held for BusyLinger", recorder.BusyRuns, n)
+	}
+	if err := w.Flush(ctx); err != nil { // ends the wait: a batch of one run
+		t.Fatal(err)
+	}
+	checkStored(t, store, runs[0], 2)
+
+	// After a batch of one run, the next event waits only Linger.
+	if err := w.Append(runs[0], testEvent(runs[0], 3)); err != nil {
+		t.Fatal(err)
+	}
+	waitAppends(4)
+	checkStored(t, store, runs[0], 3)
+	for _, r := range runs[1:] {
+		checkStored(t, store, r, 1)
 	}
 }
 

@@ -66,12 +66,13 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	bad := map[string]string{
-		"AGUI_UPSTREAM":        "ftp://x",
-		"AGUI_DURABILITY":      "maybe",
-		"AGUI_TRUSTED_PROXIES": "10.0.0.0/8,nonsense",
-		"AGUI_LOG_FORMAT":      "xml",
-		"AGUI_REDIS_PREFIX":    "a{b}",
-		"AGUI_GC_PERCENT":      "0",
+		"AGUI_UPSTREAM":             "ftp://x",
+		"AGUI_DURABILITY":           "maybe",
+		"AGUI_TRUSTED_PROXIES":      "10.0.0.0/8,nonsense",
+		"AGUI_LOG_FORMAT":           "xml",
+		"AGUI_REDIS_PREFIX":         "a{b}",
+		"AGUI_GC_PERCENT":           "0",
+		"AGUI_RECORDER_BUSY_LINGER": "2s",
 	}
 	_, err = loadConfig(bad)
 	if err == nil {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agui-proxy/agui-proxy/proxy"
@@ -44,5 +47,14 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		if c.env != c.want {
 			t.Errorf("%s defaults to %v, but the library's default is %v", c.name, c.env, c.want)
 		}
+	}
+}
+
+// TestBusyLingerDescribesBusyRuns: the variable's description names the recorder's threshold,
+// so the README and -h cannot drift from it.
+func TestBusyLingerDescribesBusyRuns(t *testing.T) {
+	f, _ := reflect.TypeFor[config]().FieldByName("RecorderBusyLinger")
+	if want := fmt.Sprintf("events of %d runs or more", recorder.BusyRuns); !strings.Contains(f.Tag.Get("desc"), want) {
+		t.Errorf("AGUI_RECORDER_BUSY_LINGER's description does not say %q: %s", want, f.Tag.Get("desc"))
 	}
 }

@@ -142,8 +142,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			Durability:            durability,
 			RecorderBuffer:        cfg.RecorderBuffer,
 			RecorderFullWait:      cfg.RecorderFullWait,
-			RecorderLinger:        cmp.Or(cfg.RecorderLinger, -1), // 0: none (proxy.Config's zero is the default)
-			RecorderBusyLinger:    cmp.Or(cfg.RecorderBusyLinger, -1),
+			RecorderLinger:        cmp.Or(cfg.RecorderLinger, -1),     // 0: none (proxy.Config's zero is the default)
+			RecorderBusyLinger:    cmp.Or(cfg.RecorderBusyLinger, -1), // 0: none, as above
 			CheckpointMemory:      cfg.CheckpointMemory,
 			Logger:                log.With(slog.String("route", rt.name)),
 			Route:                 rt.name,

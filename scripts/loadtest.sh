@@ -72,6 +72,7 @@ bench() { # name profile url pid [extra...]
   echo "== profile $p: $name"
   ./bin/agui-bench -url "$url" $(args "$p") -pid "$pid" -redis 127.0.0.1:$redis_port -json "$@" >"$out/$p-$name.json" || true
   jq -r '"runs \(.runs_completed)/\(.runs) refused \(.refused) cut \(.cut) | p50 \(.latency.p50_ms)ms p99 \(.latency.p99_ms)ms first-event p99 \(.time_to_first_event.p99_ms)ms | " +
+    (if .latency_by_phase then "p99 by phase: opening \(.latency_by_phase.opening.p99_ms)ms steady \(.latency_by_phase.steady.p99_ms)ms closing \(.latency_by_phase.closing.p99_ms)ms | " else "" end) +
     (if .target then "cpu \(.target.cpu_us_per_event|floor)us/event rss \(.target.rss_per_stream_bytes/1024|floor)KiB/stream peak \(.target.peak_rss_bytes/1048576|floor)MiB fds \(.target.peak_fds) | " else "" end) +
     "redis \(.redis.commands_per_event // 0 | .*1000|floor/1000) cmd/event \(.redis.net_bytes_per_event // 0 | floor) B/event | \(.events_per_second|floor) ev/s" +
     (if .fanout then " | fan-out \(.fanout.completed)/\(.fanout.attachers) \(.fanout.rss_per_attacher_bytes/1024|floor)KiB/attacher redis \(.fanout.redis_commands_per_live_event*100|floor/100) cmd/event once attached \(.fanout.cpu_us_per_delivered_event*100|floor/100)us/delivered p99 \(.fanout.latency.p99_ms)ms" else "" end) +

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -124,22 +125,24 @@ type target struct {
 
 // result is the bench report.
 type result struct {
-	URL             string         `json:"url"`
-	Scenario        string         `json:"scenario"`
-	Concurrency     int            `json:"concurrency"`
-	EventsPerRun    int            `json:"events_per_run"`
-	IntervalMs      int            `json:"interval_ms"`
-	Runs            int            `json:"runs"`
-	RunsCompleted   int            `json:"runs_completed"`
-	Events          int64          `json:"events"`
-	WallSeconds     float64        `json:"wall_seconds"`
-	EventsPerSecond float64        `json:"events_per_second"`
-	Latency         summary        `json:"latency"`
-	FirstEvent      summary        `json:"time_to_first_event"`
-	Errors          map[string]int `json:"errors"`
-	DurationHit     bool           `json:"duration_limit_hit"`
-	Target          *target        `json:"target,omitempty"`
-	ClientCPU       float64        `json:"client_cpu_seconds"`
+	URL             string  `json:"url"`
+	Scenario        string  `json:"scenario"`
+	Concurrency     int     `json:"concurrency"`
+	EventsPerRun    int     `json:"events_per_run"`
+	IntervalMs      int     `json:"interval_ms"`
+	Runs            int     `json:"runs"`
+	RunsCompleted   int     `json:"runs_completed"`
+	Events          int64   `json:"events"`
+	WallSeconds     float64 `json:"wall_seconds"`
+	EventsPerSecond float64 `json:"events_per_second"`
+	Latency         summary `json:"latency"`
+	// LatencyByPhase splits Latency by when each event was sent (soak mode: with a ramp).
+	LatencyByPhase *phases        `json:"latency_by_phase,omitempty"`
+	FirstEvent     summary        `json:"time_to_first_event"`
+	Errors         map[string]int `json:"errors"`
+	DurationHit    bool           `json:"duration_limit_hit"`
+	Target         *target        `json:"target,omitempty"`
+	ClientCPU      float64        `json:"client_cpu_seconds"`
 	// Refused counts runs that got no event stream (an HTTP error status or no connection);
 	// Cut counts runs whose stream started but ended without RUN_FINISHED.
 	Refused int       `json:"refused"`
@@ -150,10 +153,46 @@ type result struct {
 	Redis   *redisUse `json:"redis,omitempty"`
 }
 
+// phases splits the latency of a soak by when each event was sent: while the runs open (the
+// ramp), between the ramp's end and the first run's end (every run streaming), and from the
+// first run's end on (runs ending). A proxy's run start and end cost differ from its cost per
+// event; the split tells which one a tail latency comes from.
+type phases struct {
+	Opening summary `json:"opening"`
+	Steady  summary `json:"steady"`
+	Closing summary `json:"closing"`
+	// SteadyFromMs and ClosingFromMs are the phases' starts, from the bench's start.
+	SteadyFromMs  int64 `json:"steady_from_ms"`
+	ClosingFromMs int64 `json:"closing_from_ms"`
+}
+
+// splitPhases sorts the latencies of events sent at sent[i] (Unix ns) into the phases that
+// start at steadyFrom and closingFrom (Unix ns; closingFrom may precede steadyFrom, when a
+// run ends before the ramp does: then there is no steady phase).
+func splitPhases(lat, sent []int64, start, steadyFrom, closingFrom int64) *phases {
+	var opening, steady, closing []int64
+	for i, ns := range sent {
+		switch {
+		case ns >= closingFrom:
+			closing = append(closing, lat[i])
+		case ns >= steadyFrom:
+			steady = append(steady, lat[i])
+		default:
+			opening = append(opening, lat[i])
+		}
+	}
+	return &phases{
+		Opening: summarize(opening), Steady: summarize(steady), Closing: summarize(closing),
+		SteadyFromMs: (steadyFrom - start) / 1e6, ClosingFromMs: (closingFrom - start) / 1e6,
+	}
+}
+
 // runStats is what one run saw.
 type runStats struct {
 	events    int64
 	latencies []int64 // receive time minus sentNs, ns
+	sent      []int64 // sentNs of latencies[i] (Unix ns)
+	endNs     int64   // when RUN_FINISHED arrived (Unix ns), 0 when it did not
 	ttfe      int64   // ns, -1 when no event arrived
 	finished  bool
 	err       string // "" when the run ended with RUN_FINISHED
@@ -268,10 +307,15 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		Errors: map[string]int{}, DurationHit: ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded),
 		RampMs: int(opts.Ramp / time.Millisecond), Fanout: fo, Follow: fol,
 	}
-	var lat, ttfe []int64
+	var lat, sent, ttfe []int64
+	closingFrom := int64(math.MaxInt64)
 	for _, s := range stats {
 		res.Events += s.events
 		lat = append(lat, s.latencies...)
+		sent = append(sent, s.sent...)
+		if s.endNs > 0 {
+			closingFrom = min(closingFrom, s.endNs)
+		}
 		if s.ttfe >= 0 {
 			ttfe = append(ttfe, s.ttfe)
 		}
@@ -288,6 +332,9 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		}
 	}
 	res.EventsPerSecond = float64(res.Events) / wall.Seconds()
+	if opts.Ramp > 0 {
+		res.LatencyByPhase = splitPhases(lat, sent, start.UnixNano(), start.Add(opts.Ramp).UnixNano(), closingFrom)
+	}
 	res.Latency, res.FirstEvent = summarize(lat), summarize(ttfe)
 	if fo != nil {
 		var alat []int64
@@ -385,6 +432,9 @@ func benchRun(tag int64, i int) string    { return fmt.Sprintf("bench-%d-%d", ta
 // started is called once: at the first event, or when the run ends without one.
 func runOne(ctx context.Context, client *http.Client, target string, opts options, threadID, runID string, started func()) runStats {
 	st := runStats{ttfe: -1, latencies: make([]int64, 0, min(opts.Events, 1<<20))}
+	if opts.Ramp > 0 {
+		st.sent = make([]int64, 0, cap(st.latencies))
+	}
 	var once sync.Once
 	defer once.Do(started)
 	props := map[string]any{"scenario": opts.Scenario, "events": opts.Events, "intervalMs": opts.Interval.Milliseconds()}
@@ -443,10 +493,13 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 		}
 		if ns, ok := sentNs(ev); ok {
 			st.latencies = append(st.latencies, now.UnixNano()-ns)
+			if opts.Ramp > 0 {
+				st.sent = append(st.sent, ns)
+			}
 		}
 		switch typ, _ := agui.EventType(ev); typ {
 		case agui.RunFinished:
-			st.finished = true
+			st.finished, st.endNs = true, now.UnixNano()
 		case agui.RunError:
 			st.err = "RUN_ERROR event"
 			return st

@@ -153,6 +153,11 @@ func printText(w io.Writer, r *result) {
 	fmt.Fprintf(w, "events      %d total, %.0f/s\n", r.Events, r.EventsPerSecond)
 	fmt.Fprintf(w, "latency     p50 %.3fms  p90 %.3fms  p99 %.3fms  max %.3fms  (%d stamped events)\n",
 		r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max, r.Latency.Count)
+	if ph := r.LatencyByPhase; ph != nil {
+		fmt.Fprintf(w, "  opening   p50 %.3fms  p99 %.3fms  (%d events sent before %dms)\n", ph.Opening.P50, ph.Opening.P99, ph.Opening.Count, ph.SteadyFromMs)
+		fmt.Fprintf(w, "  steady    p50 %.3fms  p99 %.3fms  (%d events)\n", ph.Steady.P50, ph.Steady.P99, ph.Steady.Count)
+		fmt.Fprintf(w, "  closing   p50 %.3fms  p99 %.3fms  (%d events sent from %dms)\n", ph.Closing.P50, ph.Closing.P99, ph.Closing.Count, ph.ClosingFromMs)
+	}
 	fmt.Fprintf(w, "first event p50 %.3fms  p99 %.3fms\n", r.FirstEvent.P50, r.FirstEvent.P99)
 	fmt.Fprintf(w, "refused     %d  cut %d  (ramp %dms)\n", r.Refused, r.Cut, r.RampMs)
 	if r.Target != nil {

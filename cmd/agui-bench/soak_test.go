@@ -55,6 +55,47 @@ func TestFanoutMode(t *testing.T) {
 	}
 }
 
+// TestLatencyByPhase: with a ramp, every stamped event's latency lands in one phase, and the
+// phases follow the ramp's end and the first run's end; without one, there is no split.
+func TestLatencyByPhase(t *testing.T) {
+	opts := baseOptions(startDemo(t))
+	opts.C, opts.Events, opts.Interval, opts.Ramp = 4, 60, 5*time.Millisecond, 200*time.Millisecond
+	res, err := bench(t.Context(), opts)
+	if err != nil || res.RunsCompleted != 4 {
+		t.Fatalf("bench = %+v, %v; want 4 runs completed", res, err)
+	}
+	ph := res.LatencyByPhase
+	if ph == nil {
+		t.Fatal("no latency_by_phase with a ramp")
+	}
+	if n := ph.Opening.Count + ph.Steady.Count + ph.Closing.Count; n != res.Latency.Count || ph.Opening.Count == 0 || ph.Closing.Count == 0 {
+		t.Errorf("phases hold %d + %d + %d latencies, want %d in all, some opening and closing",
+			ph.Opening.Count, ph.Steady.Count, ph.Closing.Count, res.Latency.Count)
+	}
+	if ph.SteadyFromMs != 200 || ph.ClosingFromMs <= 0 {
+		t.Errorf("phases start at %d and %d ms, want 200 and after the start", ph.SteadyFromMs, ph.ClosingFromMs)
+	}
+	opts.Ramp = 0
+	if res, err := bench(t.Context(), opts); err != nil || res.LatencyByPhase != nil {
+		t.Errorf("bench without a ramp: latency_by_phase %+v (%v), want none", res.LatencyByPhase, err)
+	}
+}
+
+// TestSplitPhases: events sent before the ramp's end are opening, from the first run's end
+// closing, between them steady; a run ending before the ramp does leaves no steady phase.
+func TestSplitPhases(t *testing.T) {
+	lat := []int64{1, 2, 3, 4, 5}
+	sent := []int64{100, 150, 200, 250, 300}
+	ph := splitPhases(lat, sent, 0, 200, 250)
+	if ph.Opening.Count != 2 || ph.Steady.Count != 1 || ph.Closing.Count != 2 {
+		t.Errorf("split = %d/%d/%d, want 2/1/2", ph.Opening.Count, ph.Steady.Count, ph.Closing.Count)
+	}
+	ph = splitPhases(lat, sent, 0, 260, 150)
+	if ph.Opening.Count != 1 || ph.Steady.Count != 0 || ph.Closing.Count != 4 {
+		t.Errorf("split with an early end = %d/%d/%d, want 1/0/4", ph.Opening.Count, ph.Steady.Count, ph.Closing.Count)
+	}
+}
+
 // TestRefusedAndCut tells a refused run (no stream) from a cut one (stream without end).
 func TestRefusedAndCut(t *testing.T) {
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -288,7 +288,10 @@ func (s *Subscriber) drain() {
 }
 
 // writeBlocking writes pending, then each queued frame as a chunk, each write bounded by
-// Options.WriteTimeout. It returns the frames written and the queued bytes they accounted for.
+// Options.WriteTimeout (the deadline is set again per frame: a client that keeps reading a
+// backlog slower than the whole of it can be written in WriteTimeout is not cut while it
+// takes each frame in time). It returns the frames written and the queued bytes they
+// accounted for.
 // (One writev per frame, not one chunk of every queued frame: with 4 KiB socket buffers,
 // TestServeConnLaggingClient's 600 KB took 0.02 s this way and 10 s as writevs of 500 frames,
 // each waiting on the tiny TCP window far longer than small writes do.)
@@ -305,6 +308,9 @@ func (s *Subscriber) writeBlocking(conn net.Conn, pending []byte, pendingFrame, 
 	}
 	var head [20]byte
 	for _, ev := range take {
+		if s.o.WriteTimeout > 0 {
+			conn.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
+		}
 		bufs := net.Buffers{chunked.AppendHead(head[:0], len(ev.Frame)), ev.Frame, chunked.CRLF}
 		if _, err = bufs.WriteTo(conn); err != nil {
 			return events, n, err

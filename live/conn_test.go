@@ -153,6 +153,45 @@ func TestServeConnLaggingClient(t *testing.T) {
 	}
 }
 
+// TestServeConnSlowSteadyClient: WriteTimeout bounds each write, not the whole backlog: a
+// client that keeps taking frames, but needs longer than WriteTimeout for all of them, gets
+// every event and the end (the deadline once covered the whole backlog and cut it).
+func TestServeConnSlowSteadyClient(t *testing.T) {
+	server, client := tcpPair(t, true)
+	h := NewHub(0)
+	const timeout = 300 * time.Millisecond
+	sub, _ := h.Subscribe(0, Options{QueueBytes: 8 << 20, WriteTimeout: timeout})
+	sub.ServeConn(server, nil)
+	fs := frames(400, 400) // 160 KB: ~40 pauses below at 4 KiB a read
+	var want bytes.Buffer
+	for i, f := range fs {
+		want.Write(f)
+		h.Publish(Event{Seq: int64(i + 1), Frame: f})
+	}
+	h.End()
+	var got bytes.Buffer
+	r := httputil.NewChunkedReader(bufio.NewReaderSize(client, 4<<10))
+	buf := make([]byte, 4<<10)
+	start := time.Now()
+	for {
+		n, err := r.Read(buf)
+		got.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes in %v (WriteTimeout %v): %v", got.Len(), time.Since(start).Round(time.Millisecond), timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond) // each read well inside the timeout; all of them not
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("client got %d bytes, want the %d published, in order", got.Len(), want.Len())
+	}
+	if d := time.Since(start); d < timeout {
+		t.Logf("the client read everything in %v, inside WriteTimeout: this run did not exercise the bound", d)
+	}
+}
+
 // TestServeConnHeartbeat: a silent stream gets the Heartbeat comment as a chunk.
 func TestServeConnHeartbeat(t *testing.T) {
 	server, client := tcpPair(t, false)

@@ -209,14 +209,15 @@ func (s *Subscriber) WriteTo(w http.ResponseWriter, filter Filter) error {
 	}
 }
 
-// write writes the frames of evs (through filter) and flushes. It returns the frames written,
-// the queued bytes they accounted for, and whether filter marked one the last.
+// write writes the frames of evs (through filter) and flushes, each write bounded by
+// Options.WriteTimeout (set again per frame, as in writeBlocking). It returns the frames
+// written, the queued bytes they accounted for, and whether filter marked one the last.
 func (s *Subscriber) write(w io.Writer, rc *http.ResponseController, evs []Event, filter Filter) (events, n int, last bool, err error) {
-	if s.o.WriteTimeout > 0 {
-		rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
-	}
 	wrote := false
 	for _, ev := range evs {
+		if s.o.WriteTimeout > 0 {
+			rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
+		}
 		n += len(ev.Frame)
 		f := ev.Frame
 		if filter != nil {

@@ -2,12 +2,16 @@ package live
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // TestSubscriberWriteTo: frames published while the subscription writes to the client arrive
@@ -98,5 +102,67 @@ func TestSubscriberWriteToLargeFirstFrame(t *testing.T) {
 	}
 	if want := len(first) + 2*len(next); w.Body.Len() != want {
 		t.Errorf("client got %d bytes, want %d", w.Body.Len(), want)
+	}
+}
+
+// TestSubscriberWriteToSlowSteadyClient: as TestServeConnSlowSteadyClient, through net/http:
+// WriteTimeout bounds each write, so a client that keeps reading a backlog that takes longer
+// than WriteTimeout in all gets every event.
+func TestSubscriberWriteToSlowSteadyClient(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	h := NewHub(0)
+	sub, _ := h.Subscribe(0, Options{QueueBytes: 8 << 20, WriteTimeout: timeout})
+	fs := frames(10000, 400) // 4 MB: longer than timeout at 64 KiB per 10 ms
+	var want bytes.Buffer
+	for i, f := range fs {
+		want.Write(f)
+		h.Publish(Event{Seq: int64(i + 1), Frame: f})
+	}
+	h.End()
+	served := make(chan error, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served <- sub.WriteTo(w, nil)
+	}))
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			c.(*net.TCPConn).SetWriteBuffer(256 << 10)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			c.(*net.TCPConn).SetReadBuffer(256 << 10) // (far below a loopback MSS, the window stalls for the persist timer)
+		}
+		return c, err
+	}}}
+	res, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var got bytes.Buffer
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	for {
+		n, err := res.Body.Read(buf)
+		got.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes (WriteTimeout %v): %v (WriteTo: %v)", got.Len(), timeout, err, <-served)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := <-served; !errors.Is(err, io.EOF) {
+		t.Errorf("WriteTo = %v, want io.EOF (the run's end)", err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("client got %d bytes, want the %d published, in order", got.Len(), want.Len())
+	}
+	if d := time.Since(start); d < timeout {
+		t.Logf("the client read everything in %v, inside WriteTimeout: this run did not exercise the bound", d)
 	}
 }

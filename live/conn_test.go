@@ -157,12 +157,16 @@ func TestServeConnLaggingClient(t *testing.T) {
 // client that keeps taking frames, but needs longer than WriteTimeout for all of them, gets
 // every event and the end (the deadline once covered the whole backlog and cut it).
 func TestServeConnSlowSteadyClient(t *testing.T) {
-	server, client := tcpPair(t, true)
+	server, client := tcpPair(t, false)
+	// 256 KiB socket buffers: far below loopback's 64 KiB MSS, the TCP window stalls on the
+	// persist timer (200 ms and up) and the test would time the kernel, not the proxy.
+	server.SetWriteBuffer(256 << 10)
+	client.SetReadBuffer(256 << 10)
 	h := NewHub(0)
-	const timeout = 300 * time.Millisecond
+	const timeout = time.Second
 	sub, _ := h.Subscribe(0, Options{QueueBytes: 8 << 20, WriteTimeout: timeout})
 	sub.ServeConn(server, nil)
-	fs := frames(400, 400) // 160 KB: ~40 pauses below at 4 KiB a read
+	fs := frames(10000, 400) // 4 MB: ~1.5 s at 64 KiB per 25 ms
 	var want bytes.Buffer
 	for i, f := range fs {
 		want.Write(f)
@@ -170,8 +174,8 @@ func TestServeConnSlowSteadyClient(t *testing.T) {
 	}
 	h.End()
 	var got bytes.Buffer
-	r := httputil.NewChunkedReader(bufio.NewReaderSize(client, 4<<10))
-	buf := make([]byte, 4<<10)
+	r := httputil.NewChunkedReader(bufio.NewReaderSize(client, 64<<10))
+	buf := make([]byte, 64<<10)
 	start := time.Now()
 	for {
 		n, err := r.Read(buf)
@@ -182,7 +186,7 @@ func TestServeConnSlowSteadyClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d bytes in %v (WriteTimeout %v): %v", got.Len(), time.Since(start).Round(time.Millisecond), timeout, err)
 		}
-		time.Sleep(10 * time.Millisecond) // each read well inside the timeout; all of them not
+		time.Sleep(25 * time.Millisecond) // each read well inside the timeout; all of them not
 	}
 	if !bytes.Equal(got.Bytes(), want.Bytes()) {
 		t.Fatalf("client got %d bytes, want the %d published, in order", got.Len(), want.Len())

@@ -109,10 +109,10 @@ func TestSubscriberWriteToLargeFirstFrame(t *testing.T) {
 // WriteTimeout bounds each write, so a client that keeps reading a backlog that takes longer
 // than WriteTimeout in all gets every event.
 func TestSubscriberWriteToSlowSteadyClient(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const timeout = time.Second
 	h := NewHub(0)
 	sub, _ := h.Subscribe(0, Options{QueueBytes: 8 << 20, WriteTimeout: timeout})
-	fs := frames(10000, 400) // 4 MB: longer than timeout at 64 KiB per 10 ms
+	fs := frames(10000, 400) // 4 MB: ~1.5 s at 64 KiB per 25 ms
 	var want bytes.Buffer
 	for i, f := range fs {
 		want.Write(f)
@@ -133,7 +133,7 @@ func TestSubscriberWriteToSlowSteadyClient(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err == nil {
-			c.(*net.TCPConn).SetReadBuffer(256 << 10) // (far below a loopback MSS, the window stalls for the persist timer)
+			c.(*net.TCPConn).SetReadBuffer(256 << 10) // (see TestServeConnSlowSteadyClient)
 		}
 		return c, err
 	}}}
@@ -154,7 +154,7 @@ func TestSubscriberWriteToSlowSteadyClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d bytes (WriteTimeout %v): %v (WriteTo: %v)", got.Len(), timeout, err, <-served)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond) // each read well inside the timeout; all of them not
 	}
 	if err := <-served; !errors.Is(err, io.EOF) {
 		t.Errorf("WriteTo = %v, want io.EOF (the run's end)", err)

@@ -54,6 +54,37 @@ func frames(n, size int) [][]byte {
 	return out
 }
 
+// publishAll publishes fs as events 1..len(fs), ends the run, and returns the bytes a
+// subscriber from the start must get.
+func publishAll(h *Hub, fs [][]byte) []byte {
+	var want bytes.Buffer
+	for i, f := range fs {
+		want.Write(f)
+		h.Publish(Event{Seq: int64(i + 1), Frame: f})
+	}
+	h.End()
+	return want.Bytes()
+}
+
+// readPaced reads r to io.EOF, size bytes at a time with pause after each read: a client
+// that keeps up at its own pace. It returns what it read, and the error other than io.EOF
+// that ended it.
+func readPaced(r io.Reader, size int, pause time.Duration) ([]byte, error) {
+	var got bytes.Buffer
+	buf := make([]byte, size)
+	for {
+		n, err := r.Read(buf)
+		got.Write(buf[:n])
+		if err == io.EOF {
+			return got.Bytes(), nil
+		}
+		if err != nil {
+			return got.Bytes(), err
+		}
+		time.Sleep(pause)
+	}
+}
+
 // readChunked reads the chunked body from c to its end: the bytes, and the error that ended
 // it (nil: the last chunk arrived).
 func readChunked(c net.Conn) ([]byte, error) {
@@ -128,28 +159,13 @@ func TestServeConnLaggingClient(t *testing.T) {
 	h := NewHub(0)
 	sub, _ := h.Subscribe(0, Options{QueueBytes: 8 << 20, WriteTimeout: 10 * time.Second})
 	sub.ServeConn(server, nil)
-	fs := frames(1500, 400)
-	var want bytes.Buffer
-	for i, f := range fs {
-		want.Write(f)
-		h.Publish(Event{Seq: int64(i + 1), Frame: f})
+	want := publishAll(h, frames(1500, 400))
+	got, err := readPaced(httputil.NewChunkedReader(bufio.NewReaderSize(client, 512)), 512, 0)
+	if err != nil {
+		t.Fatalf("after %d bytes: %v", len(got), err)
 	}
-	h.End()
-	var got bytes.Buffer
-	r := httputil.NewChunkedReader(bufio.NewReaderSize(client, 512))
-	buf := make([]byte, 512)
-	for {
-		n, err := r.Read(buf)
-		got.Write(buf[:n])
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("after %d bytes: %v", got.Len(), err)
-		}
-	}
-	if !bytes.Equal(got.Bytes(), want.Bytes()) {
-		t.Fatalf("client got %d bytes, want the %d published, in order", got.Len(), want.Len())
+	if !bytes.Equal(got, want) {
+		t.Fatalf("client got %d bytes, want the %d published, in order", len(got), len(want))
 	}
 }
 
@@ -166,30 +182,15 @@ func TestServeConnSlowSteadyClient(t *testing.T) {
 	const timeout = time.Second
 	sub, _ := h.Subscribe(0, Options{QueueBytes: 8 << 20, WriteTimeout: timeout})
 	sub.ServeConn(server, nil)
-	fs := frames(10000, 400) // 4 MB: ~1.5 s at 64 KiB per 25 ms
-	var want bytes.Buffer
-	for i, f := range fs {
-		want.Write(f)
-		h.Publish(Event{Seq: int64(i + 1), Frame: f})
-	}
-	h.End()
-	var got bytes.Buffer
-	r := httputil.NewChunkedReader(bufio.NewReaderSize(client, 64<<10))
-	buf := make([]byte, 64<<10)
+	want := publishAll(h, frames(10000, 400)) // 4 MB: ~1.5 s at 64 KiB per 25 ms
 	start := time.Now()
-	for {
-		n, err := r.Read(buf)
-		got.Write(buf[:n])
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("after %d bytes in %v (WriteTimeout %v): %v", got.Len(), time.Since(start).Round(time.Millisecond), timeout, err)
-		}
-		time.Sleep(25 * time.Millisecond) // each read well inside the timeout; all of them not
+	// Each read well inside the timeout; all of them not.
+	got, err := readPaced(httputil.NewChunkedReader(bufio.NewReaderSize(client, 64<<10)), 64<<10, 25*time.Millisecond)
+	if err != nil {
+		t.Fatalf("after %d bytes in %v (WriteTimeout %v): %v", len(got), time.Since(start).Round(time.Millisecond), timeout, err)
 	}
-	if !bytes.Equal(got.Bytes(), want.Bytes()) {
-		t.Fatalf("client got %d bytes, want the %d published, in order", got.Len(), want.Len())
+	if !bytes.Equal(got, want) {
+		t.Fatalf("client got %d bytes, want the %d published, in order", len(got), len(want))
 	}
 	if d := time.Since(start); d < timeout {
 		t.Logf("the client read everything in %v, inside WriteTimeout: this run did not exercise the bound", d)

@@ -112,13 +112,7 @@ func TestSubscriberWriteToSlowSteadyClient(t *testing.T) {
 	const timeout = time.Second
 	h := NewHub(0)
 	sub, _ := h.Subscribe(0, Options{QueueBytes: 8 << 20, WriteTimeout: timeout})
-	fs := frames(10000, 400) // 4 MB: ~1.5 s at 64 KiB per 25 ms
-	var want bytes.Buffer
-	for i, f := range fs {
-		want.Write(f)
-		h.Publish(Event{Seq: int64(i + 1), Frame: f})
-	}
-	h.End()
+	want := publishAll(h, frames(10000, 400)) // 4 MB: ~1.5 s at 64 KiB per 25 ms
 	served := make(chan error, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served <- sub.WriteTo(w, nil)
@@ -142,25 +136,16 @@ func TestSubscriberWriteToSlowSteadyClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var got bytes.Buffer
-	buf := make([]byte, 64<<10)
 	start := time.Now()
-	for {
-		n, err := res.Body.Read(buf)
-		got.Write(buf[:n])
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("after %d bytes (WriteTimeout %v): %v (WriteTo: %v)", got.Len(), timeout, err, <-served)
-		}
-		time.Sleep(25 * time.Millisecond) // each read well inside the timeout; all of them not
+	got, err := readPaced(res.Body, 64<<10, 25*time.Millisecond)
+	if err != nil {
+		t.Fatalf("after %d bytes (WriteTimeout %v): %v (WriteTo: %v)", len(got), timeout, err, <-served)
 	}
 	if err := <-served; !errors.Is(err, io.EOF) {
 		t.Errorf("WriteTo = %v, want io.EOF (the run's end)", err)
 	}
-	if !bytes.Equal(got.Bytes(), want.Bytes()) {
-		t.Fatalf("client got %d bytes, want the %d published, in order", got.Len(), want.Len())
+	if !bytes.Equal(got, want) {
+		t.Fatalf("client got %d bytes, want the %d published, in order", len(got), len(want))
 	}
 	if d := time.Since(start); d < timeout {
 		t.Logf("the client read everything in %v, inside WriteTimeout: this run did not exercise the bound", d)

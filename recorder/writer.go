@@ -818,10 +818,7 @@ func (g *batcher) finishes(take []item) (batches []Batch, fins []*finishOp) {
 			continue
 		}
 		i := g.batchOf(it.run)
-		if fins == nil {
-			fins = make([]*finishOp, len(g.batches))
-		}
-		fins = append(fins, make([]*finishOp, len(g.batches)-len(fins))...)
+		fins = append(fins, make([]*finishOp, len(g.batches)-len(fins))...) // (no allocation for the make)
 		fins[i] = it.finish
 	}
 	return g.batches, fins

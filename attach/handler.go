@@ -48,10 +48,12 @@ type Config struct {
 	// Retry is the reconnection delay hinted to EventSource clients. Default DefaultRetry.
 	Retry time.Duration
 	// TakeOver lets the thread and run attach streams of HTTP/1.1 clients take their
-	// connection over once the headers are sent (Connection: close): the handler returns and
-	// the stream goes on, on a goroutine of the Handler's own (see Wait), with no buffer or
-	// goroutine of net/http's. A client that went away is then found by the next write, the
-	// heartbeat at the latest, so it applies only while HeartbeatInterval is on.
+	// connection over once the headers are sent: the handler returns and the stream goes on,
+	// on a goroutine of the Handler's own (see Wait), with no buffer or goroutine of
+	// net/http's. A client that went away is then found by the next write, the heartbeat at
+	// the latest, so it applies only while HeartbeatInterval is on. A stream that ends cleanly
+	// hands its connection back to the server when it has a keepalive.Listener; otherwise the
+	// headers say Connection: close.
 	TakeOver bool
 	// FollowPoll is how often a ?follow=1 thread attach checks for the thread's next run.
 	// Default DefaultFollowPoll.

@@ -15,6 +15,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
@@ -45,6 +46,9 @@ type stream struct {
 	// takeOver: begin takes the connection over (see takeover.go); conn is then the writer.
 	takeOver bool
 	conn     *connWriter
+	// keepAlive is where a stream taken over hands its connection at a clean end, for the
+	// client's next request (nil: the end closes it, and the headers say so).
+	keepAlive *keepalive.Listener
 }
 
 func newStream(w http.ResponseWriter, timeout time.Duration) *stream {
@@ -60,15 +64,18 @@ func (s *stream) begin(retry time.Duration, resume string) error {
 	if resume != "" {
 		h.Set(ResumeHeader, resume)
 	}
-	if s.takeOver {
+	if s.takeOver && s.keepAlive == nil {
 		h.Set("Connection", "close")
 	}
 	s.w.WriteHeader(http.StatusOK)
 	s.started = true
 	if s.takeOver {
 		// Hijack sends the headers (chunked transfer coding) first.
-		if conn, _, err := s.rc.Hijack(); err == nil {
-			s.conn = &connWriter{conn: conn}
+		if conn, brw, err := s.rc.Hijack(); err == nil {
+			if brw.Reader.Buffered() > 0 {
+				s.keepAlive = nil // the client sent more than its request (pipelining): not served
+			}
+			s.conn = &connWriter{conn: conn, keepAlive: s.keepAlive}
 			s.w, s.rc = s.conn, http.NewResponseController(s.conn)
 		}
 	}

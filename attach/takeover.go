@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/chunked"
+	"github.com/agui-proxy/agui-proxy/keepalive"
 )
 
 // Taking an attach stream's connection over.
@@ -16,11 +17,13 @@ import (
 // mostly idle. Served through net/http it holds, for that whole time, the handler's goroutine,
 // net/http's goroutine watching the connection and net/http's buffers (4 KiB to read, 4 + 2
 // KiB to write). With Config.TakeOver, once the headers of an HTTP/1.1 stream are sent
-// (Connection: close) the stream takes the connection over (http.Hijacker), the handler
-// returns, and the rest of the stream runs on one goroutine of the Handler's own (Wait), writing
-// chunks itself from a buffer it holds only while it writes. A client that went away is then
-// found by a write failing (the heartbeat at the latest), which is why TakeOver needs a
-// heartbeat.
+// the stream takes the connection over (http.Hijacker), the handler returns, and the rest of
+// the stream runs on one goroutine of the Handler's own (Wait), writing chunks itself from a
+// buffer it holds only while it writes. A client that went away is then found by a write
+// failing (the heartbeat at the latest), which is why TakeOver needs a heartbeat. At a clean
+// end the connection goes back to the server (package keepalive) for the client's next
+// request, or, when the server has no keepalive.Listener, is closed (the headers said
+// Connection: close).
 
 // chunkBuffers lends connWriter the buffer of one flush.
 var chunkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
@@ -32,6 +35,8 @@ type connWriter struct {
 	buf    *[]byte // borrowed from chunkBuffers between a Write and its Flush
 	header http.Header
 	broken bool // end closes the connection without the last chunk: the client sees the stream break
+	// keepAlive takes the connection at a clean end (nil: end closes it).
+	keepAlive *keepalive.Listener
 }
 
 func (c *connWriter) Header() http.Header {
@@ -74,11 +79,18 @@ func (c *connWriter) FlushError() error {
 // SetWriteDeadline bounds the next writes (http.ResponseController).
 func (c *connWriter) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
 
-// end writes what is left and the last chunk (unless broken), then closes the connection.
+// end writes what is left and the last chunk (unless broken), then hands the connection to
+// keepAlive (the response is complete: it may carry the client's next request) or closes it.
 func (c *connWriter) end() {
 	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	complete := false
 	if c.FlushError() == nil && !c.broken {
-		c.conn.Write(chunked.Last)
+		_, err := c.conn.Write(chunked.Last)
+		complete = err == nil
+	}
+	if complete && c.keepAlive != nil && c.conn.SetWriteDeadline(time.Time{}) == nil {
+		c.keepAlive.Return(c.conn) // (it closes what it cannot keep)
+		return
 	}
 	c.conn.Close()
 }
@@ -102,6 +114,9 @@ func (h *Handler) newStream(w http.ResponseWriter, r *http.Request) *stream {
 	if slot, _ := r.Context().Value(streamSlotKey{}).(*streamSlot); slot != nil &&
 		h.cfg.TakeOver && h.cfg.HeartbeatInterval > 0 && r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
 		s.takeOver = true
+		if !r.Close {
+			s.keepAlive = keepalive.FromContext(r.Context())
+		}
 		slot.s = s
 	}
 	return s

@@ -43,7 +43,8 @@ type direct struct {
 	closed     bool  // conn is closed
 	lastWrite  int64 // time.Now().UnixNano() of the last write
 	beat       *time.Timer
-	onClose    func()
+	// done is called once the stream is over, with conn when it ended cleanly (see ServeConn).
+	done func(kept net.Conn)
 }
 
 // ServeConn hands the subscriber its client's connection, taken over from the HTTP server
@@ -55,11 +56,14 @@ type direct struct {
 // Heartbeat comment is written. When the hub ends, the last chunk is written and conn closed;
 // a subscriber dropped for slowness, ended with the hub's failure, whose client went away or
 // whose write failed gets conn closed without it, so its client sees a broken stream and
-// resumes from its last event id. onClose (may be nil) is called once conn is closed.
+// resumes from its last event id. done (may be nil) is called once the stream is over: with
+// conn when the last chunk was written (the response is complete; done owns conn, and may
+// close it or let it carry the client's next request, see package keepalive), with nil once
+// conn is closed. Without done, conn is closed in both cases.
 // Options.Gone is not used: a client that went away is found by the next write (the
 // heartbeat at the latest). ServeConn must be called at most once, and WriteTo not at all.
-func (s *Subscriber) ServeConn(conn net.Conn, onClose func()) {
-	d := &direct{conn: conn, onClose: onClose, lastWrite: time.Now().UnixNano()}
+func (s *Subscriber) ServeConn(conn net.Conn, done func(kept net.Conn)) {
+	d := &direct{conn: conn, done: done, lastWrite: time.Now().UnixNano()}
 	if sc, ok := conn.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			d.nowait = newNowaitWriter(raw)
@@ -203,7 +207,7 @@ func (s *Subscriber) endConn() {
 		}
 	}
 	if s.err != nil || d.ending {
-		s.closeConn()
+		s.release(s.err == nil) // (ending: drain wrote the rest of the last chunk)
 		return
 	}
 	d.ending = true
@@ -216,11 +220,11 @@ func (s *Subscriber) endConn() {
 		}
 	}
 	if n == len(chunked.Last) {
-		s.closeConn()
+		s.release(true)
 		return
 	}
 	d.pending, d.pendingFrame, d.pendingEvents = chunked.Last[n:], 0, 0
-	s.startDrain() // closes conn once the rest is written
+	s.startDrain() // ends the stream once the rest is written
 }
 
 // startDrain starts the goroutine that writes the queue; s.mu is held.
@@ -365,7 +369,12 @@ func (s *Subscriber) fail(err error) {
 }
 
 // closeConn closes conn once; s.mu is held. A drain blocked in a write returns with an error.
-func (s *Subscriber) closeConn() {
+func (s *Subscriber) closeConn() { s.release(false) }
+
+// release ends the stream once; s.mu is held. complete: the last chunk was written, and conn
+// goes to done (see ServeConn); otherwise conn is closed, and a drain blocked in a write
+// returns with an error.
+func (s *Subscriber) release(complete bool) {
 	d := s.d
 	if d.closed {
 		return
@@ -375,8 +384,13 @@ func (s *Subscriber) closeConn() {
 	if d.beat != nil {
 		d.beat.Stop()
 	}
-	d.conn.Close()
-	if d.onClose != nil {
-		d.onClose()
+	switch {
+	case complete && d.done != nil:
+		d.done(d.conn)
+	case d.done != nil:
+		d.conn.Close()
+		d.done(nil)
+	default:
+		d.conn.Close()
 	}
 }

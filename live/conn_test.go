@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http/httputil"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,39 +95,56 @@ func readChunked(c net.Conn) ([]byte, error) {
 
 // TestServeConnWritesChunks: the events published after (and before) the connection was
 // handed over reach the client whole, in order, as a valid chunked body that ends with the
-// last chunk; then the connection is closed and onClose called.
+// last chunk; then the connection goes to done, open (the response is complete: it may carry
+// the client's next request), or is closed when there is no done.
 func TestServeConnWritesChunks(t *testing.T) {
 	for _, small := range []bool{false, true} {
-		t.Run(fmt.Sprintf("small-buffers=%v", small), func(t *testing.T) {
-			server, client := tcpPair(t, small)
-			h := NewHub(0)
-			sub, _ := h.Subscribe(0, Options{QueueBytes: 1 << 30})
-			fs := frames(3000, 300)
-			var want bytes.Buffer
-			for _, f := range fs {
-				want.Write(f)
-			}
-			h.Publish(Event{Seq: 1, Frame: fs[0]}) // queued before ServeConn
-			var closed atomic.Int32
-			sub.ServeConn(server, func() { closed.Add(1) })
-			go func() {
-				for i, f := range fs[1:] {
-					h.Publish(Event{Seq: int64(i + 2), Frame: f, More: i%4 != 0}) // (held, then written with the next)
-				}
-				h.End()
-			}()
-			got, err := readChunked(client)
-			if err != nil {
-				t.Fatalf("reading the chunked body: %v", err)
-			}
-			if !bytes.Equal(got, want.Bytes()) {
-				t.Fatalf("client got %d bytes, want the %d bytes published, in order", len(got), want.Len())
-			}
-			if _, err := client.Read(make([]byte, 1)); err != io.EOF {
-				t.Errorf("after the last chunk: read = %v, want io.EOF (connection closed)", err)
-			}
-			waitFor(t, func() bool { return closed.Load() == 1 })
-		})
+		t.Run(fmt.Sprintf("small-buffers=%v", small), func(t *testing.T) { testServeConnWritesChunks(t, small, true) })
+	}
+	t.Run("without-done", func(t *testing.T) { testServeConnWritesChunks(t, false, false) })
+}
+
+func testServeConnWritesChunks(t *testing.T, small, withDone bool) {
+	server, client := tcpPair(t, small)
+	h := NewHub(0)
+	sub, _ := h.Subscribe(0, Options{QueueBytes: 1 << 30})
+	fs := frames(3000, 300)
+	var want bytes.Buffer
+	for _, f := range fs {
+		want.Write(f)
+	}
+	h.Publish(Event{Seq: 1, Frame: fs[0]}) // queued before ServeConn
+	kept := make(chan net.Conn, 1)
+	if withDone {
+		sub.ServeConn(server, func(c net.Conn) { kept <- c })
+	} else {
+		sub.ServeConn(server, nil)
+	}
+	go func() {
+		for i, f := range fs[1:] {
+			h.Publish(Event{Seq: int64(i + 2), Frame: f, More: i%4 != 0}) // (held, then written with the next)
+		}
+		h.End()
+	}()
+	got, err := readChunked(client)
+	if err != nil {
+		t.Fatalf("reading the chunked body: %v", err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("client got %d bytes, want the %d bytes published, in order", len(got), want.Len())
+	}
+	if !withDone {
+		if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("after the last chunk: read = %v, want io.EOF (connection closed)", err)
+		}
+		return
+	}
+	if c := <-kept; c != server {
+		t.Fatalf("done got %v, want the connection", c)
+	}
+	client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := client.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("after the last chunk: read = %v, want a timeout (the connection stays open for done)", err)
 	}
 }
 
@@ -220,7 +238,11 @@ func TestServeConnClientGone(t *testing.T) {
 	h := NewHub(0)
 	var closed atomic.Int32
 	sub, _ := h.Subscribe(0, Options{QueueBytes: 1 << 20})
-	sub.ServeConn(server, func() { closed.Add(1) })
+	sub.ServeConn(server, func(kept net.Conn) {
+		if kept == nil {
+			closed.Add(1)
+		}
+	})
 	client.Close()
 	fs := frames(1000, 200)
 	for i := 0; h.Subscribers() > 0; i++ {

@@ -6,9 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
@@ -58,6 +61,55 @@ func BenchmarkRunThroughput(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(events*b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkRunChurn measures what a short run costs from its request to its last byte (ns/op
+// and allocs/op per run of five events, one run at a time, on one client): directly from the
+// upstream, through a plain httputil.ReverseProxy, and through the proxy wired as
+// cmd/agui-proxy wires it (a keepalive.Listener beside the server's) without recording, with
+// the memory store and with a private Redis; "norecord-close" is the proxy without the
+// keepalive.Listener (each run's connection closed at its end, the next run dialing anew),
+// "norecord-keepalive" with Config.StreamKeepAlive (streams written through net/http). Where
+// the soak's streams each send one event a second, a run's start and end weigh on every one
+// of its events; this isolates them.
+func BenchmarkRunChurn(b *testing.B) {
+	upstream := httptest.NewServer(benchUpstream(2))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	for _, mode := range []string{"direct", "plain", "norecord", "norecord-close", "norecord-keepalive", "memory", "redis"} {
+		b.Run(mode, func(b *testing.B) {
+			target := upstream.URL
+			switch mode {
+			case "direct":
+			case "plain":
+				plain := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, FlushInterval: -1})
+				defer plain.Close()
+				target = plain.URL
+			default:
+				cfg := Config{DisableRecording: strings.HasPrefix(mode, "norecord"), StreamKeepAlive: mode == "norecord-keepalive"}
+				if mode == "redis" {
+					cfg.Store = newRedisStore(b, redistest.Start(b))
+				}
+				start := startProxyKeepAlive
+				if mode == "norecord-close" {
+					start = startProxy
+				}
+				_, px := start(b, upstream.URL, cfg)
+				target = px.URL
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				res := runtest.PostRun(b, context.Background(), target, fmt.Sprintf(`{"threadId":"t%d","runId":"r%d","messages":[]}`, i, i), nil)
+				n, _ := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if n < 2*150 {
+					b.Fatalf("short stream: %d bytes", n)
+				}
+			}
 		})
 	}
 }

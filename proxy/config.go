@@ -154,12 +154,14 @@ type Config struct {
 	// StreamKeepAlive writes the event streams (a run's to the client that started it, the
 	// thread and run attach streams) through net/http, which keeps the client's connection
 	// open for its next request. By default (false) the proxy takes an HTTP/1.1 client's
-	// connection over once the response headers are sent (they then say Connection: close):
-	// each event of a run is written to the socket by the goroutine that reads it from the
-	// agent, without blocking, and an attach stream goes on on one goroutine of its own
-	// (attach.Config.TakeOver); neither holds a goroutine or buffer of net/http's (about half
-	// the memory of a stream, one goroutine switch less per event; see deploy/README.md). The
-	// client opens a new connection for its next request. HTTP/2 clients always go through
+	// connection over once the response headers are sent: each event of a run is written to
+	// the socket by the goroutine that reads it from the agent, without blocking, and an
+	// attach stream goes on on one goroutine of its own (attach.Config.TakeOver); neither
+	// holds a goroutine or buffer of net/http's (about half the memory of a stream, one
+	// goroutine switch less per event; see deploy/README.md). At the stream's end the
+	// connection goes back to the server for the client's next request when the server has a
+	// keepalive.Listener (cmd/agui-proxy's has); without one the response says Connection:
+	// close and the client opens a new connection for its next request. HTTP/2 clients always go through
 	// net/http, and attach streams only take over while HeartbeatInterval is on (a client
 	// that left is found by the heartbeat's write).
 	StreamKeepAlive bool

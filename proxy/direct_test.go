@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"testing"
@@ -24,21 +25,32 @@ func TestRunEveryScenarioKeepAlive(t *testing.T) {
 }
 
 // TestStreamConnection: by default a run's HTTP/1.1 stream is written on the connection the
-// proxy took over: chunked, Connection: close, and the client's next run opens a new
-// connection. With StreamKeepAlive the stream goes through net/http and the connection
-// carries the next run.
+// proxy took over: chunked, and when the server has a keepalive.Listener the connection goes
+// back to the server at the stream's end and carries the client's next run; without one,
+// Connection: close, and the next run opens a new connection. With StreamKeepAlive the
+// stream goes through net/http and the connection carries the next run.
 func TestStreamConnection(t *testing.T) {
 	agent := runtest.StartAgent(t)
-	for _, keepAlive := range []bool{false, true} {
-		t.Run(fmt.Sprintf("StreamKeepAlive=%v", keepAlive), func(t *testing.T) {
-			_, px := startProxy(t, agent.URL, Config{StreamKeepAlive: keepAlive})
+	for _, mode := range []struct {
+		name      string
+		start     func(testing.TB, string, Config) (*Handler, *httptest.Server)
+		cfg       Config
+		keepAlive bool
+	}{
+		{"taken-over", startProxy, Config{}, false},
+		{"taken-over-returned", startProxyKeepAlive, Config{}, true},
+		{"StreamKeepAlive", startProxy, Config{StreamKeepAlive: true}, true},
+	} {
+		keepAlive := mode.keepAlive
+		t.Run(mode.name, func(t *testing.T) {
+			_, px := mode.start(t, agent.URL, mode.cfg)
 			parent := ""
-			for i := range 2 {
+			for i := range 3 {
 				reused := false
 				ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { reused = c.Reused }})
-				body := fmt.Sprintf(`{"threadId":"conn-%v","runId":"r%d","parentRunId":%q,"messages":[],"forwardedProps":{"scenario":"chat"}}`, keepAlive, i, parent)
+				body := fmt.Sprintf(`{"threadId":"conn-%s","runId":"r%d","parentRunId":%q,"messages":[],"forwardedProps":{"scenario":"chat"}}`, mode.name, i, parent)
 				if parent == "" {
-					body = fmt.Sprintf(`{"threadId":"conn-%v","runId":"r%d","messages":[],"forwardedProps":{"scenario":"chat"}}`, keepAlive, i)
+					body = fmt.Sprintf(`{"threadId":"conn-%s","runId":"r%d","messages":[],"forwardedProps":{"scenario":"chat"}}`, mode.name, i)
 				}
 				res := runtest.PostRun(t, ctx, px.URL, body, nil)
 				frames, err := readFrames(t, res.Body)
@@ -56,8 +68,8 @@ func TestStreamConnection(t *testing.T) {
 				if res.Close == keepAlive {
 					t.Errorf("run %d: Connection: close is %v, want %v", i, res.Close, !keepAlive)
 				}
-				if i == 1 && reused != keepAlive {
-					t.Errorf("second run reused the connection: %v, want %v", reused, keepAlive)
+				if i > 0 && reused != keepAlive {
+					t.Errorf("run %d reused the connection: %v, want %v", i, reused, keepAlive)
 				}
 				parent = fmt.Sprintf("r%d", i)
 			}
@@ -144,5 +156,56 @@ func TestAttachTakeOver(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAttachTakeOverReturnsConnection: an attach stream whose connection the proxy took over
+// (a thread's events, which end with its last run) hands the connection back at its end
+// when the server has a keepalive.Listener: the headers do not say Connection: close and
+// the client's next requests (another attach, then a run) travel on the same connection.
+func TestAttachTakeOverReturnsConnection(t *testing.T) {
+	agent := runtest.StartAgent(t)
+	h, px := startProxyKeepAlive(t, agent.URL, Config{HeartbeatInterval: time.Minute})
+	res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t-back", "r1", "chat"), nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	runtest.WaitRunEnded(t, h.Store(), "t-back", "r1")
+
+	conn, err := net.Dial("tcp", px.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(conn)
+	for i := range 2 {
+		fmt.Fprintf(conn, "GET /agui/threads/t-back/events HTTP/1.1\r\nHost: x\r\n\r\n")
+		att, err := http.ReadResponse(br, nil)
+		if err != nil || att.StatusCode != http.StatusOK {
+			t.Fatalf("attach %d: %v %v", i, att, err)
+		}
+		if att.Close {
+			t.Errorf("attach %d: Connection: close, want the connection kept", i)
+		}
+		frames, err := readFrames(t, att.Body)
+		if err != nil {
+			t.Fatalf("attach %d: reading the stream: %v", i, err)
+		}
+		if got := dataFrames(frames); len(got) == 0 || got[len(got)-1].eventType() != agui.RunFinished {
+			t.Fatalf("attach %d: the stream did not end with RUN_FINISHED", i)
+		}
+	}
+	body := runtest.RunBody("t-back", "r2", "chat")
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	run, err := http.ReadResponse(br, nil)
+	if err != nil || run.StatusCode != http.StatusOK {
+		t.Fatalf("run on the same connection: %v %v", run, err)
+	}
+	frames, err := readFrames(t, run.Body)
+	if err != nil {
+		t.Fatalf("run on the same connection: reading the stream: %v", err)
+	}
+	if got := dataFrames(frames); got[len(got)-1].eventType() != agui.RunFinished {
+		t.Errorf("run on the same connection: ended with %s", got[len(got)-1].eventType())
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/inspector"
 	"github.com/agui-proxy/agui-proxy/internal/inflight"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/thread"
 )
@@ -349,6 +350,9 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	rn.ctx = context.WithValue(runCtx, runCtxKey{}, rn)
 	rn.clientCtx = ctx
 	rn.direct = !h.cfg.StreamKeepAlive && r.ProtoMajor == 1 && r.ProtoMinor >= 1
+	if rn.direct && !r.Close {
+		rn.keepAlive = keepalive.FromContext(ctx)
+	}
 	h.runs.add(rn)
 
 	r = r.WithContext(context.WithValue(ctx, runCtxKey{}, rn))
@@ -380,10 +384,24 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 // (live.Subscriber.ServeConn).
 func (h *Handler) stream(w http.ResponseWriter, rn *run) {
 	if rn.direct {
-		// Hijack sends the headers (chunked transfer coding, Connection: close) first.
-		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		// Hijack sends the headers (chunked transfer coding; Connection: close unless the
+		// connection goes back to the server at the end) first.
+		if conn, brw, err := http.NewResponseController(w).Hijack(); err == nil {
 			h.streams.Add()
-			rn.sub.ServeConn(conn, h.streams.Done)
+			ka := rn.keepAlive
+			if brw.Reader.Buffered() > 0 {
+				ka = nil // the client sent more than its request (pipelining): not served
+			}
+			rn.sub.ServeConn(conn, func(kept net.Conn) {
+				switch {
+				case kept == nil:
+				case ka != nil:
+					ka.Return(kept) // (it closes what it cannot keep)
+				default:
+					kept.Close()
+				}
+				h.streams.Done()
+			})
 			return
 		}
 		// Not hijackable (a wrapper that hides it): net/http writes it, then closes.
@@ -526,7 +544,9 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	opts := h.clientOptions(clientGone)
 	if rn.direct {
 		opts.WriteTimeout = h.cfg.AttachWriteTimeout // (only once the client lags)
-		res.Header.Set("Connection", "close")        // its connection is taken over (stream)
+		if rn.keepAlive == nil {
+			res.Header.Set("Connection", "close") // its connection is taken over (stream), then closed
+		}
 	}
 	rn.sub = rn.start(res.Body, opts)
 	res.Body = http.NoBody // the stream is written by serveRun from rn.sub

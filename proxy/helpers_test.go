@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -29,6 +30,35 @@ func startProxy(t testing.TB, upstream string, cfg Config) (*Handler, *httptest.
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h.Shutdown(ctx)
+	})
+	return h, srv
+}
+
+// startProxyKeepAlive is startProxy with the server wired as cmd/agui-proxy wires it: a
+// keepalive.Listener beside its listener, so a stream the proxy took over hands its
+// connection back for the client's next request.
+func startProxyKeepAlive(t testing.TB, upstream string, cfg Config) (*Handler, *httptest.Server) {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Upstream = u
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	ka := keepalive.New(srv.Listener.Addr(), time.Minute)
+	srv.Config.ConnContext = ka.ConnContext
+	srv.Start()
+	go srv.Config.Serve(ka)
+	t.Cleanup(func() {
+		ka.Close()
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/inflight"
+	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
@@ -64,6 +65,9 @@ type run struct {
 	// direct: the first client's connection is taken over once the headers are sent
 	// (Config.StreamKeepAlive off, HTTP/1.1), and the pump writes the events to it.
 	direct bool
+	// keepAlive is where a direct run's connection goes once its stream is complete, to carry
+	// the client's next request (nil: the stream's end closes it, and its headers say so).
+	keepAlive *keepalive.Listener
 	// sub is the first client's subscription, set when the pump starts; serveRun writes it to
 	// the client once ReverseProxy has written the headers.
 	sub     *live.Subscriber

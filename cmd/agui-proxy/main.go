@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agui-proxy/agui-proxy/hydrate"
+	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
@@ -195,6 +196,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	if err != nil {
 		return err
 	}
+	// The connections of the streams the proxy took over from net/http come back to the
+	// server through returned once complete, for their clients' next requests (package
+	// keepalive); srv.Shutdown closes it with ln.
+	returned := keepalive.New(ln.Addr(), cfg.IdleTimeout)
+	srv.ConnContext = returned.ConnContext
 	for _, rh := range fl {
 		log.Info("agui-proxy route", slog.String("route", rh.route.name), slog.String("prefix", rh.route.prefix+"/"),
 			slog.String("upstream", rh.route.upstream.String()))
@@ -204,8 +210,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3) // (each of the two Serve calls and the pprof server may send once)
 	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(returned) }()
 	if cfg.PprofListen != "" {
 		pprofSrv, err := startPprof(cfg.PprofListen, log, serveErr)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -50,23 +51,37 @@ func TestServeOperations(t *testing.T) {
 		t.Errorf("/readyz = %d %q", code, body)
 	}
 
-	req, _ := http.NewRequest(http.MethodPost, base+"/", strings.NewReader(`{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"chat"}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if !strings.Contains(string(body), `"RUN_FINISHED"`) {
-		t.Fatalf("run stream lacks RUN_FINISHED: %.200s", body)
+	// Two runs on one client: the stream's connection, taken over, goes back to the server
+	// at its end and carries the second run.
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for i, body := range []string{
+		`{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"chat"}]}`,
+		`{"threadId":"t","runId":"r2","parentRunId":"r","messages":[{"id":"u","role":"user","content":"chat"},{"id":"u2","role":"user","content":"chat"}]}`,
+	} {
+		reused := false
+		ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { reused = c.Reused }})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if !strings.Contains(string(stream), `"RUN_FINISHED"`) {
+			t.Fatalf("run %d: stream lacks RUN_FINISHED: %.200s", i, stream)
+		}
+		if res.Close || reused != (i == 1) {
+			t.Errorf("run %d: Connection: close %v, on a reused connection %v", i, res.Close, reused)
+		}
 	}
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, metrics := get("/metrics")
-		if strings.Contains(metrics, `agui_proxy_runs_total{outcome="finished",route="default"} 1`) &&
+		if strings.Contains(metrics, `agui_proxy_runs_total{outcome="finished",route="default"} 2`) &&
 			strings.Contains(metrics, `agui_proxy_upstream_events_total{event_type="TEXT_MESSAGE_CONTENT",route="default"}`) &&
 			strings.Contains(metrics, "agui_proxy_recorder_batches_total") &&
 			strings.Contains(metrics, `agui_proxy_store_bytes{store="memory"}`) &&
@@ -79,7 +94,7 @@ func TestServeOperations(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	cancel()
+	cancel() // (the client's connection waits for its next request: the shutdown closes it)
 	waitServed(t, done, "")
 }
 

@@ -1,0 +1,157 @@
+// Package keepalive gives the HTTP server back the connections that handlers took over
+// (http.Hijacker) once their response is complete, so that an HTTP/1.1 client's next request
+// travels on the same connection instead of a new one.
+//
+// The proxy writes a run's event stream to the client's socket itself: it takes the
+// connection over from net/http once the headers are sent, so that a stream holds neither a
+// goroutine nor a buffer of net/http's while it is idle (see live.Subscriber.ServeConn). A
+// connection taken over is never handed back to net/http, so without this package such a
+// response has to say Connection: close, and each run a client starts costs it (and every
+// load balancer in between) a new connection. With it, a stream that ended cleanly hands its
+// connection to a Listener, which waits, at most the idle timeout, for the client's next
+// request, then hands the connection to the server's Serve loop as if it were new.
+//
+// Wiring, next to the server's own listener:
+//
+//	ka := keepalive.New(ln.Addr(), idleTimeout)
+//	srv := &http.Server{Handler: h, ConnContext: ka.ConnContext}
+//	go srv.Serve(ln)
+//	go srv.Serve(ka) // srv.Shutdown and srv.Close close ka too
+//
+// A handler finds the Listener of its connection with FromContext(r.Context()) (nil: the
+// server was not set up with one, and a response taken over must close its connection).
+package keepalive
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+// Listener is a net.Listener whose connections are the ones handlers handed back (Return),
+// each once its client sent its next request. Serve an http.Server on it beside the server's
+// own listener. Its methods may be called concurrently.
+type Listener struct {
+	addr net.Addr
+	idle time.Duration
+
+	ready chan net.Conn // connections whose next request arrived, for Accept
+	done  chan struct{} // closed by Close
+
+	mu       sync.Mutex
+	closed   bool
+	watching map[net.Conn]struct{} // connections waiting for their next request
+	watchers sync.WaitGroup
+}
+
+// New returns a Listener whose Addr is addr (the server's own listener's, so that what net/http
+// reports as the local address stays true) and that waits at most idle for a returned
+// connection's next request; idle <= 0 waits as long as the client keeps the connection.
+func New(addr net.Addr, idle time.Duration) *Listener {
+	return &Listener{addr: addr, idle: idle, ready: make(chan net.Conn), done: make(chan struct{}), watching: map[net.Conn]struct{}{}}
+}
+
+// Accept returns the next returned connection whose client sent a request, or net.ErrClosed
+// once the Listener is closed.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ready:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Addr is the address New was given.
+func (l *Listener) Addr() net.Addr { return l.addr }
+
+// Close stops the Listener: the connections still waiting for their next request are closed,
+// and Close returns once nothing of the Listener's runs. Later Return calls close the
+// connection they are given. Closing twice is allowed.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.done)
+		for c := range l.watching {
+			c.Close() // its watcher's wait ends with an error
+		}
+	}
+	l.mu.Unlock()
+	l.watchers.Wait()
+	return nil
+}
+
+// Return hands back conn, taken over from the server, once the response on it is complete:
+// its request's body was read to its end, the last byte of the response written, and nothing
+// past that request was read from conn (http.Hijacker's reader holds nothing buffered). The
+// Listener then owns conn: it waits for the client's next request, at most the idle timeout,
+// and hands conn to Accept when it comes (or when the client closes its end: the server reads
+// that, and closes). A connection that is not watched (the client sent nothing in time, the
+// Listener is closed, or conn cannot be watched without reading from it) is closed. Return
+// reports whether conn is being watched.
+func (l *Listener) Return(conn net.Conn) bool {
+	wait := readable(conn)
+	if wait == nil {
+		conn.Close()
+		return false
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		conn.Close()
+		return false
+	}
+	l.watching[conn] = struct{}{}
+	l.watchers.Add(1)
+	l.mu.Unlock()
+	go l.watch(conn, wait)
+	return true
+}
+
+// watch waits for conn's next request and hands conn to Accept; it closes conn when none
+// comes in time or the Listener closes first.
+func (l *Listener) watch(conn net.Conn, wait func() error) {
+	defer l.watchers.Done()
+	var deadline time.Time
+	if l.idle > 0 {
+		deadline = time.Now().Add(l.idle)
+	}
+	err := conn.SetReadDeadline(deadline)
+	if err == nil {
+		err = wait()
+	}
+	l.mu.Lock()
+	_, mine := l.watching[conn] // (false: Close closed it)
+	delete(l.watching, conn)
+	l.mu.Unlock()
+	if err == nil {
+		err = conn.SetReadDeadline(time.Time{}) // net/http sets its own
+	}
+	if err != nil || !mine {
+		conn.Close()
+		return
+	}
+	select {
+	case l.ready <- conn:
+	case <-l.done:
+		conn.Close()
+	}
+}
+
+type listenerKey struct{}
+
+// ConnContext is an http.Server's ConnContext that lets every request find the Listener
+// (FromContext). Both of the server's listeners' connections need it: a connection accepted
+// by the server's own listener is the one a handler may hand back first.
+func (l *Listener) ConnContext(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, listenerKey{}, l)
+}
+
+// FromContext returns the Listener a request's connection can be handed back to, or nil when
+// its server has none (a response whose connection is taken over must then close it).
+func FromContext(ctx context.Context) *Listener {
+	l, _ := ctx.Value(listenerKey{}).(*Listener)
+	return l
+}

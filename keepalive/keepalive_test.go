@@ -1,0 +1,245 @@
+package keepalive_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agui-proxy/agui-proxy/keepalive"
+)
+
+// takeOver answers like the proxy's run streams: it writes the headers, takes the connection
+// over, writes a chunked body itself and hands the connection back when the response is
+// complete (when the server has a Listener and nothing past the request was read).
+func takeOver(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Transfer-Encoding", "chunked")
+	ka := keepalive.FromContext(r.Context())
+	if ka == nil {
+		w.Header().Set("Connection", "close")
+	}
+	w.WriteHeader(http.StatusOK)
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Fprintf(conn, "5\r\nhello\r\n0\r\n\r\n")
+	if ka != nil && brw.Reader.Buffered() == 0 {
+		ka.Return(conn)
+		return
+	}
+	conn.Close()
+}
+
+// serve starts an http.Server on a real socket with a keepalive.Listener beside it (idle is
+// its idle timeout; ka false: none). It returns the server's URL and its Listener.
+func serve(t *testing.T, h http.Handler, ka bool, idle time.Duration) (string, *keepalive.Listener, *http.Server) {
+	return serveWith(t, h, ka, idle, nil)
+}
+
+// serveWith is serve with a connection state hook (may be nil).
+func serveWith(t *testing.T, h http.Handler, ka bool, idle time.Duration, state func(net.Conn, http.ConnState)) (string, *keepalive.Listener, *http.Server) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ConnState: state}
+	var l *keepalive.Listener
+	if ka {
+		l = keepalive.New(ln.Addr(), idle)
+		srv.ConnContext = l.ConnContext
+		go srv.Serve(l)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String(), l, srv
+}
+
+// post sends n requests one after the other on one client and returns how many were sent on
+// a connection an earlier one used.
+func post(t *testing.T, url string, n int) int {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	reused := 0
+	for i := range n {
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) {
+				if info.Reused {
+					reused++
+				}
+			},
+		})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"n":1}`))
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || string(body) != "hello" {
+			t.Fatalf("request %d: body %q, %v", i, body, err)
+		}
+	}
+	return reused
+}
+
+func TestReturnedConnectionCarriesTheNextRequest(t *testing.T) {
+	url, _, _ := serve(t, http.HandlerFunc(takeOver), true, time.Minute)
+	if got := post(t, url, 5); got != 4 {
+		t.Errorf("%d of 5 requests reused a connection, want 4", got)
+	}
+}
+
+func TestWithoutListenerEveryResponseCloses(t *testing.T) {
+	url, _, _ := serve(t, http.HandlerFunc(takeOver), false, 0)
+	if got := post(t, url, 3); got != 0 {
+		t.Errorf("%d of 3 requests reused a connection, want 0 (Connection: close)", got)
+	}
+}
+
+// exchange sends one request on conn and reads its whole response.
+func exchange(t *testing.T, conn net.Conn, br *bufio.Reader) {
+	t.Helper()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	if err != nil || string(body) != "hello" || res.Close {
+		t.Fatalf("body %q, %v, Connection: close %v", body, err, res.Close)
+	}
+}
+
+// closedByServer reports whether the server closed conn (the client reads EOF) within 10 s.
+func closedByServer(conn net.Conn, br *bufio.Reader) error {
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b, err := br.ReadByte(); err != io.EOF {
+		return fmt.Errorf("read %q, %v; want EOF", b, err)
+	}
+	return nil
+}
+
+func dial(t *testing.T, url string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, bufio.NewReader(conn)
+}
+
+func TestIdleConnectionIsClosedAfterIdleTimeout(t *testing.T) {
+	url, _, _ := serve(t, http.HandlerFunc(takeOver), true, 50*time.Millisecond)
+	conn, br := dial(t, url)
+	exchange(t, conn, br)
+	exchange(t, conn, br) // the first went back, and carried this one
+	if err := closedByServer(conn, br); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCloseClosesWaitingConnections(t *testing.T) {
+	url, ka, _ := serve(t, http.HandlerFunc(takeOver), true, time.Hour)
+	conn, br := dial(t, url)
+	exchange(t, conn, br)
+	ka.Close() // returns once the watcher is gone
+	if err := closedByServer(conn, br); err != nil {
+		t.Error(err)
+	}
+	a, b := tcpPair(t)
+	if ka.Return(a) {
+		t.Error("Return after Close kept the connection")
+	}
+	b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := b.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a connection returned after Close: read %v, want EOF (closed)", err)
+	}
+	if _, err := ka.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
+	}
+	ka.Close() // twice is allowed
+}
+
+func TestShutdownClosesTheListener(t *testing.T) {
+	url, _, srv := serve(t, http.HandlerFunc(takeOver), true, time.Hour)
+	conn, br := dial(t, url)
+	exchange(t, conn, br)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := closedByServer(conn, br); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestClientThatLeavesIsClosed(t *testing.T) {
+	var closed atomic.Int64
+	url, _, _ := serveWith(t, http.HandlerFunc(takeOver), true, time.Hour, func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed.Add(1)
+		}
+	})
+	conn, br := dial(t, url)
+	exchange(t, conn, br)
+	conn.Close()
+	// The watcher sees the client's end and hands the connection to the server, which reads
+	// it and closes: the one connection the server ever saw closed.
+	for range 1000 {
+		if closed.Load() == 1 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("the server closed %d connections, want 1", closed.Load())
+}
+
+func TestReturnOfAConnectionItCannotWatch(t *testing.T) {
+	ka := keepalive.New(&net.TCPAddr{}, time.Minute)
+	defer ka.Close()
+	a, b := net.Pipe() // not a system socket
+	if ka.Return(a) {
+		t.Error("Return kept a connection it cannot watch")
+	}
+	if _, err := b.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("read %v, want EOF (closed)", err)
+	}
+}
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return b, a
+}

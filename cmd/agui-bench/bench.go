@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/sse"
+	"strconv"
 
 	"bytes"
 	"context"
@@ -41,6 +42,10 @@ type options struct {
 	// Ramp spreads the opening of the C runs evenly over this long (soak mode); 0 opens them
 	// all at once.
 	Ramp time.Duration
+	// Runs is the number of runs each of the C streams performs one after another (chat
+	// mode): a client that starts its next run as soon as the previous one ended, on the
+	// connection the previous one used when the target keeps it open. 1: one run each.
+	Runs int
 	// Attach is the number of attachers per run (fan-out mode): each opens the run attach
 	// stream once the run has started and reads it to its end.
 	Attach int
@@ -137,12 +142,19 @@ type result struct {
 	EventsPerSecond float64 `json:"events_per_second"`
 	Latency         summary `json:"latency"`
 	// LatencyByPhase splits Latency by when each event was sent (soak mode: with a ramp).
-	LatencyByPhase *phases        `json:"latency_by_phase,omitempty"`
-	FirstEvent     summary        `json:"time_to_first_event"`
-	Errors         map[string]int `json:"errors"`
-	DurationHit    bool           `json:"duration_limit_hit"`
-	Target         *target        `json:"target,omitempty"`
-	ClientCPU      float64        `json:"client_cpu_seconds"`
+	LatencyByPhase *phases `json:"latency_by_phase,omitempty"`
+	FirstEvent     summary `json:"time_to_first_event"`
+	// NextFirstEvent is FirstEvent over the runs that followed another on their stream (chat
+	// mode, -runs above 1).
+	NextFirstEvent *summary `json:"next_run_first_event,omitempty"`
+	// Dials counts the connections the client opened to the target (the run streams; the
+	// attachers and followers too); DialsPerRun divides it by the runs.
+	Dials       int64          `json:"dials"`
+	DialsPerRun float64        `json:"dials_per_run"`
+	Errors      map[string]int `json:"errors"`
+	DurationHit bool           `json:"duration_limit_hit"`
+	Target      *target        `json:"target,omitempty"`
+	ClientCPU   float64        `json:"client_cpu_seconds"`
 	// Refused counts runs that got no event stream (an HTTP error status or no connection);
 	// Cut counts runs whose stream started but ended without RUN_FINISHED.
 	Refused int       `json:"refused"`
@@ -210,11 +222,16 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Duration)
 	defer cancel()
+	dialer := &net.Dialer{Timeout: 30 * time.Second} // long: a loaded machine drops SYNs past the accept backlog
+	var dials atomic.Int64
 	client := &http.Client{Transport: &http.Transport{
 		Proxy:               nil, // loopback traffic never goes through HTTP_PROXY
 		MaxIdleConnsPerHost: opts.C,
 		DisableCompression:  true,
-		DialContext:         (&net.Dialer{Timeout: 30 * time.Second}).DialContext, // long: a loaded machine drops SYNs past the accept backlog
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return dialer.DialContext(ctx, network, addr)
+		},
 	}}
 	defer client.CloseIdleConnections()
 
@@ -247,15 +264,20 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	self0, _ = procCPU(os.Getpid())
 
 	opts.posted = new(atomic.Int64)
-	stats := make([]runStats, opts.C)
+	runs := max(opts.Runs, 1)
+	stats := make([]runStats, opts.C*runs) // stream i's k-th run at i*runs+k
 	var wg sync.WaitGroup
-	var started sync.WaitGroup // each run: its first event, or its end
+	var started sync.WaitGroup // each stream's first run: its first event, or its end
 	started.Add(opts.C)
 	start := time.Now()
 	tag := start.UnixNano()
 	ramped(ctx, opts.C, opts.Ramp, func(i int) {
 		wg.Go(func() {
-			stats[i] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i), started.Done)
+			stats[i*runs] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i), started.Done)
+			for k := 1; k < runs && ctx.Err() == nil; k++ {
+				id := fmt.Sprintf("%d.%d", i, k) // (a thread of its own: the run start's cost, not the history's)
+				stats[i*runs+k] = runOne(ctx, client, u.String(), opts, "bench-thread-"+strconv.FormatInt(tag, 10)+"-"+id, "bench-"+strconv.FormatInt(tag, 10)+"-"+id, func() {})
+			}
 		})
 	})
 	var fo *fanout
@@ -303,13 +325,19 @@ func bench(ctx context.Context, opts options) (*result, error) {
 
 	res := &result{
 		URL: u.String(), Scenario: opts.Scenario, Concurrency: opts.C, EventsPerRun: opts.Events,
-		IntervalMs: int(opts.Interval / time.Millisecond), Runs: opts.C, WallSeconds: wall.Seconds(),
+		IntervalMs: int(opts.Interval / time.Millisecond), Runs: len(stats), WallSeconds: wall.Seconds(),
 		Errors: map[string]int{}, DurationHit: ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded),
 		RampMs: int(opts.Ramp / time.Millisecond), Fanout: fo, Follow: fol,
 	}
-	var lat, sent, ttfe []int64
+	var lat, sent, ttfe, nextTTFE []int64
 	closingFrom := int64(math.MaxInt64)
-	for _, s := range stats {
+	for j, s := range stats {
+		if s.latencies == nil && s.ttfe == 0 && s.err == "" {
+			continue // a run the bench's -duration left unstarted
+		}
+		if j%runs > 0 && s.ttfe >= 0 {
+			nextTTFE = append(nextTTFE, s.ttfe)
+		}
 		res.Events += s.events
 		lat = append(lat, s.latencies...)
 		sent = append(sent, s.sent...)
@@ -332,10 +360,18 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		}
 	}
 	res.EventsPerSecond = float64(res.Events) / wall.Seconds()
+	res.Dials = dials.Load()
+	if n := res.RunsCompleted + res.Refused + res.Cut; n > 0 {
+		res.DialsPerRun = float64(res.Dials) / float64(n)
+	}
 	if opts.Ramp > 0 {
 		res.LatencyByPhase = splitPhases(lat, sent, start.UnixNano(), start.Add(opts.Ramp).UnixNano(), closingFrom)
 	}
 	res.Latency, res.FirstEvent = summarize(lat), summarize(ttfe)
+	if runs > 1 {
+		next := summarize(nextTTFE)
+		res.NextFirstEvent = &next
+	}
 	if fo != nil {
 		var alat []int64
 		for _, a := range atts {

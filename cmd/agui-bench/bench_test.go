@@ -46,6 +46,37 @@ func TestBenchAgainstDemoAgent(t *testing.T) {
 	}
 }
 
+// TestBenchChatMode: with -runs each stream performs its runs one after another; the report
+// counts every run, the first events of the runs that followed another, and the connections
+// the client opened: one per stream against a target that keeps them, one per run against
+// one that closes each.
+func TestBenchChatMode(t *testing.T) {
+	demo := demoagent.New(demoagent.Config{})
+	for _, closing := range []bool{false, true} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if closing {
+				w.Header().Set("Connection", "close")
+			}
+			demo.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		opts := baseOptions(srv.URL)
+		opts.C, opts.Runs, opts.Events = 2, 3, 5
+		res, err := bench(t.Context(), opts)
+		if err != nil {
+			t.Fatalf("bench() error = %v", err)
+		}
+		wantDials := int64(2)
+		if closing {
+			wantDials = 6
+		}
+		if res.Runs != 6 || res.RunsCompleted != 6 || res.FirstEvent.Count != 6 || res.NextFirstEvent == nil || res.NextFirstEvent.Count != 4 ||
+			res.Dials != wantDials || res.DialsPerRun != float64(wantDials)/6 {
+			t.Errorf("closing %v: bench() = %+v (next %+v), want 6 runs completed, 4 next first events, %d connections", closing, res, res.NextFirstEvent, wantDials)
+		}
+	}
+}
+
 func TestBenchCountsErrors(t *testing.T) {
 	demo := startDemo(t)
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -151,6 +182,10 @@ func TestParseFlags(t *testing.T) {
 		{"too many followers", []string{"-url", "http://127.0.0.1:1/", "-c", "200", "-follow", "101"}, false},
 		{"remote pprof", []string{"-url", "http://127.0.0.1:1/", "-pprof-url", "http://192.0.2.1/"}, false},
 		{"extra args", []string{"-url", "http://127.0.0.1:1/", "x"}, false},
+		{"chat", []string{"-url", "http://127.0.0.1:1/", "-c", "100", "-runs", "10"}, true},
+		{"runs zero", []string{"-url", "http://127.0.0.1:1/", "-runs", "0"}, false},
+		{"too many runs", []string{"-url", "http://127.0.0.1:1/", "-runs", "10001"}, false},
+		{"runs and attach", []string{"-url", "http://127.0.0.1:1/", "-runs", "2", "-attach", "1"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

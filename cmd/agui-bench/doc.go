@@ -12,6 +12,12 @@
 //     per event and its peak RSS (VmHWM from /proc/PID/status; a high-water mark since the
 //     process started, not only during the run).
 //
+// Chat mode (-runs K) has each of the C streams perform K runs one after another, each on a
+// thread of its own, the next POSTed as soon as the previous one ended, as a chat client
+// does: it reports the first event of those follow-up runs apart, and the connections the
+// client opened (a target that keeps each connection for the next request opens one per
+// stream; one that closes it, one per run).
+//
 // Fan-out mode (-attach N) opens N run attachers per run once every run started; follow mode
 // (-follow N) opens N ?follow=1 thread attachers per thread once every run ended, waits until
 // each got the prelude's replay_complete marker, reports the target's memory per idle
@@ -23,6 +29,7 @@
 //
 //	agui-bench -url http://127.0.0.1:8000/ -c 50 -events 10000 -interval 0 -pid $(pgrep -n demo-agent)
 //	agui-bench -url http://127.0.0.1:8080/agent -c 100 -events 200 -interval 5ms -json
+//	agui-bench -url http://127.0.0.1:8080/ -c 100 -runs 10 -events 20 -interval 5ms
 //	agui-bench -url http://127.0.0.1:8080/ -c 200 -events 5 -interval 0 -follow 10 -pid $(pgrep -n agui-proxy) -pprof-url http://127.0.0.1:6060
 //
 // Every loop is bounded: each run by its event count and all of them by -duration. Only

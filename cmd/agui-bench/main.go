@@ -76,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a non-loopback target")
 	fs.IntVar(&o.MaxEvent, "max-event", 16<<20, "largest event accepted, bytes")
 	fs.DurationVar(&o.Ramp, "ramp", 0, "soak mode: open the runs evenly over this long (0 = all at once)")
+	fs.IntVar(&o.Runs, "runs", 1, "chat mode: runs each of the -c streams performs one after another, the next as soon as the previous ended (1..10000)")
 	fs.IntVar(&o.Attach, "attach", 0, "fan-out mode: attachers per run, opened once every run started (0..10000)")
 	attachURLs := fs.String("attach-url", "", "comma-separated proxy origins the attachers use, round robin (default: -url's origin)")
 	fs.IntVar(&o.AttachPID, "attach-pid", 0, "fan-out mode: measure the attachers' memory and CPU on this process (the -attach-url replica) instead of -pid")
@@ -109,6 +110,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("-duration %v: want > 0", o.Duration))
+	}
+	if o.Runs < 1 || o.Runs > 10000 {
+		errs = append(errs, fmt.Errorf("-runs %d: want 1..10000", o.Runs))
+	}
+	if o.Runs > 1 && (o.Attach > 0 || o.Follow > 0) {
+		errs = append(errs, errors.New("-runs above 1 (chat mode) does not combine with -attach or -follow"))
 	}
 	if o.Ramp < 0 || o.Ramp > time.Hour {
 		errs = append(errs, fmt.Errorf("-ramp %v: want 0..1h", o.Ramp))
@@ -159,6 +166,10 @@ func printText(w io.Writer, r *result) {
 		fmt.Fprintf(w, "  closing   p50 %.3fms  p99 %.3fms  (%d events sent from %dms)\n", ph.Closing.P50, ph.Closing.P99, ph.Closing.Count, ph.ClosingFromMs)
 	}
 	fmt.Fprintf(w, "first event p50 %.3fms  p99 %.3fms\n", r.FirstEvent.P50, r.FirstEvent.P99)
+	if n := r.NextFirstEvent; n != nil {
+		fmt.Fprintf(w, "  next runs p50 %.3fms  p99 %.3fms  (%d runs that followed another on their stream)\n", n.P50, n.P99, n.Count)
+	}
+	fmt.Fprintf(w, "connections %d opened, %.2f per run\n", r.Dials, r.DialsPerRun)
 	fmt.Fprintf(w, "refused     %d  cut %d  (ramp %dms)\n", r.Refused, r.Cut, r.RampMs)
 	if r.Target != nil {
 		fmt.Fprintf(w, "target pid  %d: cpu %.3fs (%.2fus/event), peak rss %.1f MiB (start %.1f MiB, %.1f KiB/stream), peak fds %d\n",

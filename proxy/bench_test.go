@@ -49,17 +49,7 @@ func BenchmarkRunThroughput(b *testing.B) {
 				_, px := startProxy(b, upstream.URL, cfg)
 				target = px.URL
 			}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				i++
-				res := runtest.PostRun(b, context.Background(), target, fmt.Sprintf(`{"threadId":"t%d","runId":"r%d","messages":[]}`, i, i), nil)
-				n, _ := io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				if n < events*150 {
-					b.Fatalf("short stream: %d bytes", n)
-				}
-			}
+			postRuns(b, target, events*150)
 			b.ReportMetric(float64(events*b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
@@ -99,17 +89,23 @@ func BenchmarkRunChurn(b *testing.B) {
 				_, px := start(b, upstream.URL, cfg)
 				target = px.URL
 			}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				i++
-				res := runtest.PostRun(b, context.Background(), target, fmt.Sprintf(`{"threadId":"t%d","runId":"r%d","messages":[]}`, i, i), nil)
-				n, _ := io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				if n < 2*150 {
-					b.Fatalf("short stream: %d bytes", n)
-				}
-			}
+			postRuns(b, target, 2*150)
 		})
+	}
+}
+
+// postRuns posts one run per iteration of b's loop (a thread of its own each) and reads its
+// stream to the end; a stream shorter than least bytes fails the benchmark.
+func postRuns(b *testing.B, target string, least int64) {
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		res := runtest.PostRun(b, context.Background(), target, fmt.Sprintf(`{"threadId":"t%d","runId":"r%d","messages":[]}`, i, i), nil)
+		n, _ := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if n < least {
+			b.Fatalf("short stream: %d bytes", n)
+		}
 	}
 }

@@ -19,29 +19,18 @@ import (
 // startProxy runs a Handler for cfg in front of upstream, on a real socket.
 func startProxy(t testing.TB, upstream string, cfg Config) (*Handler, *httptest.Server) {
 	t.Helper()
-	u, err := url.Parse(upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Upstream = u
-	h, err := New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		h.Shutdown(ctx)
-	})
-	return h, srv
+	return serveProxy(t, upstream, cfg, false)
 }
 
 // startProxyKeepAlive is startProxy with the server wired as cmd/agui-proxy wires it: a
 // keepalive.Listener beside its listener, so a stream the proxy took over hands its
 // connection back for the client's next request.
 func startProxyKeepAlive(t testing.TB, upstream string, cfg Config) (*Handler, *httptest.Server) {
+	t.Helper()
+	return serveProxy(t, upstream, cfg, true)
+}
+
+func serveProxy(t testing.TB, upstream string, cfg Config, keepAlive bool) (*Handler, *httptest.Server) {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
@@ -53,12 +42,19 @@ func startProxyKeepAlive(t testing.TB, upstream string, cfg Config) (*Handler, *
 		t.Fatalf("New: %v", err)
 	}
 	srv := httptest.NewUnstartedServer(h)
-	ka := keepalive.New(srv.Listener.Addr(), time.Minute)
-	srv.Config.ConnContext = ka.ConnContext
+	var ka *keepalive.Listener
+	if keepAlive {
+		ka = keepalive.New(srv.Listener.Addr(), time.Minute)
+		srv.Config.ConnContext = ka.ConnContext
+	}
 	srv.Start()
-	go srv.Config.Serve(ka)
+	if ka != nil {
+		go srv.Config.Serve(ka)
+	}
 	t.Cleanup(func() {
-		ka.Close()
+		if ka != nil {
+			ka.Close()
+		}
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -53,13 +53,13 @@ type direct struct {
 // call that publishes it, without blocking; what the socket does not take at once is queued
 // (Options.QueueBytes) and written by a goroutine that runs only while the client lags, each
 // of its writes bounded by Options.WriteTimeout. After Options.Heartbeat of silence the
-// Heartbeat comment is written. When the hub ends, the last chunk is written and conn closed;
-// a subscriber dropped for slowness, ended with the hub's failure, whose client went away or
-// whose write failed gets conn closed without it, so its client sees a broken stream and
-// resumes from its last event id. done (may be nil) is called once the stream is over: with
-// conn when the last chunk was written (the response is complete; done owns conn, and may
-// close it or let it carry the client's next request, see package keepalive), with nil once
-// conn is closed. Without done, conn is closed in both cases.
+// Heartbeat comment is written. When the hub ends, the last chunk is written and the stream
+// ends; a subscriber dropped for slowness, ended with the hub's failure, whose client went
+// away or whose write failed gets conn closed without it, so its client sees a broken stream
+// and resumes from its last event id. done (may be nil) is called once the stream is over:
+// with conn when the last chunk was written (the response is complete; done owns conn, and
+// may close it or let it carry the client's next request, see package keepalive), with nil
+// once conn is closed. Without done, conn is closed in both cases.
 // Options.Gone is not used: a client that went away is found by the next write (the
 // heartbeat at the latest). ServeConn must be called at most once, and WriteTo not at all.
 func (s *Subscriber) ServeConn(conn net.Conn, done func(kept net.Conn)) {

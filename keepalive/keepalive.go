@@ -26,6 +26,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +44,28 @@ type Listener struct {
 	closed   bool
 	watching map[net.Conn]struct{} // connections waiting for their next request
 	watchers sync.WaitGroup
+
+	returned, reused atomic.Int64 // see Stats
+}
+
+// Stats counts what a Listener did since New.
+type Stats struct {
+	// Returned counts the connections handed back (Return) and watched.
+	Returned int64
+	// Reused counts those handed to Accept: their clients sent another request.
+	Reused int64
+	// Waiting is how many wait for their client's next request now.
+	Waiting int
+}
+
+// Stats returns the Listener's counts. The connections handed back and not reused were
+// closed, or wait (Returned - Reused - Waiting closed: idle too long, the client left without
+// a request, or the Listener closed).
+func (l *Listener) Stats() Stats {
+	l.mu.Lock()
+	waiting := len(l.watching)
+	l.mu.Unlock()
+	return Stats{Returned: l.returned.Load(), Reused: l.reused.Load(), Waiting: waiting}
 }
 
 // New returns a Listener whose Addr is addr (the server's own listener's, so that what net/http
@@ -87,10 +110,9 @@ func (l *Listener) Close() error {
 // its request's body was read to its end, the last byte of the response written, and nothing
 // past that request was read from conn (http.Hijacker's reader holds nothing buffered). The
 // Listener then owns conn: it waits for the client's next request, at most the idle timeout,
-// and hands conn to Accept when it comes (or when the client closes its end: the server reads
-// that, and closes). A connection that is not watched (the client sent nothing in time, the
-// Listener is closed, or conn cannot be watched without reading from it) is closed. Return
-// reports whether conn is being watched.
+// and hands conn to Accept when it comes. A connection whose client sent nothing in time or
+// closed its end, or that cannot be watched without reading from it, is closed, as is one
+// returned to or waiting in a closed Listener. Return reports whether conn is being watched.
 func (l *Listener) Return(conn net.Conn) bool {
 	wait := readable(conn)
 	if wait == nil {
@@ -106,6 +128,7 @@ func (l *Listener) Return(conn net.Conn) bool {
 	l.watching[conn] = struct{}{}
 	l.watchers.Add(1)
 	l.mu.Unlock()
+	l.returned.Add(1)
 	go l.watch(conn, wait)
 	return true
 }
@@ -135,6 +158,7 @@ func (l *Listener) watch(conn net.Conn, wait func() error) {
 	}
 	select {
 	case l.ready <- conn:
+		l.reused.Add(1)
 	case <-l.done:
 		conn.Close()
 	}

@@ -4,6 +4,7 @@ package keepalive
 
 import (
 	"errors"
+	"io"
 	"net"
 	"syscall"
 
@@ -11,9 +12,10 @@ import (
 )
 
 // readable returns a function that waits, in the Go runtime's network poller, until conn has
-// something to read (data, or its client's end of the connection), without reading it: the
-// server that gets conn next reads the request from its first byte. It returns nil when conn
-// cannot be waited on this way (no system socket, like a TLS connection's own).
+// something to read, without reading it: the server that gets conn next reads the request
+// from its first byte. The wait ends with io.EOF when the client closed its end instead. It
+// returns nil when conn cannot be waited on this way (no system socket, like a TLS
+// connection's own).
 func readable(conn net.Conn) func() error {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
@@ -27,13 +29,15 @@ func readable(conn net.Conn) func() error {
 		var peekErr error
 		err := raw.Read(func(fd uintptr) bool {
 			var b [1]byte
-			_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-			if errors.Is(err, unix.EAGAIN) {
+			n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+			switch {
+			case errors.Is(err, unix.EAGAIN):
 				return false // nothing yet: the poller waits for the socket (or the deadline)
+			case err == nil && n == 0:
+				peekErr = io.EOF // the client closed its end
+			default:
+				peekErr = err // nil: the next request's first byte is there
 			}
-			// The next request's first byte, the client's end of the connection (which the
-			// server reads, and closes), or an error.
-			peekErr = err
 			return true
 		})
 		if err != nil {

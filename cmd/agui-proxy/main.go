@@ -201,6 +201,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	// keepalive); srv.Shutdown closes it with ln.
 	returned := keepalive.New(ln.Addr(), cfg.IdleTimeout)
 	srv.ConnContext = returned.ConnContext
+	if reg != nil {
+		registerKeepAlive(reg, returned)
+	}
 	for _, rh := range fl {
 		log.Info("agui-proxy route", slog.String("route", rh.route.name), slog.String("prefix", rh.route.prefix+"/"),
 			slog.String("upstream", rh.route.upstream.String()))

@@ -85,7 +85,9 @@ func TestServeOperations(t *testing.T) {
 			strings.Contains(metrics, `agui_proxy_upstream_events_total{event_type="TEXT_MESSAGE_CONTENT",route="default"}`) &&
 			strings.Contains(metrics, "agui_proxy_recorder_batches_total") &&
 			strings.Contains(metrics, `agui_proxy_store_bytes{store="memory"}`) &&
-			strings.Contains(metrics, `agui_proxy_store_evictions_total{store="memory"} 0`) {
+			strings.Contains(metrics, `agui_proxy_store_evictions_total{store="memory"} 0`) &&
+			strings.Contains(metrics, "agui_proxy_connections_returned_total 2") &&
+			strings.Contains(metrics, "agui_proxy_connections_reused_total 1") {
 			break
 		}
 		if time.Now().After(deadline) {

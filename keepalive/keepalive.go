@@ -52,7 +52,8 @@ type Listener struct {
 type Stats struct {
 	// Returned counts the connections handed back (Return) and watched.
 	Returned int64
-	// Reused counts those handed to Accept: their clients sent another request.
+	// Reused counts those whose client sent another request (handed to Accept, unless the
+	// Listener closed first).
 	Reused int64
 	// Waiting is how many wait for their client's next request now.
 	Waiting int
@@ -156,9 +157,9 @@ func (l *Listener) watch(conn net.Conn, wait func() error) {
 		conn.Close()
 		return
 	}
+	l.reused.Add(1) // (its client sent another request: counted before the server can answer it)
 	select {
 	case l.ready <- conn:
-		l.reused.Add(1)
 	case <-l.done:
 		conn.Close()
 	}

@@ -44,11 +44,17 @@ func takeOver(w http.ResponseWriter, r *http.Request) {
 // its idle timeout; ka false: none). It returns the server's URL and its Listener.
 func serve(t *testing.T, h http.Handler, ka bool, idle time.Duration) (string, *keepalive.Listener, *http.Server) {
 	t.Helper()
+	return serveHeaderTimeout(t, h, ka, idle, 5*time.Second)
+}
+
+// serveHeaderTimeout is serve with the server's ReadHeaderTimeout.
+func serveHeaderTimeout(t *testing.T, h http.Handler, ka bool, idle, header time.Duration) (string, *keepalive.Listener, *http.Server) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: header}
 	var l *keepalive.Listener
 	if ka {
 		l = keepalive.New(ln.Addr(), idle)
@@ -151,6 +157,20 @@ func TestIdleConnectionIsClosedAfterIdleTimeout(t *testing.T) {
 	conn, br := dial(t, url)
 	exchange(t, conn, br)
 	exchange(t, conn, br) // the first went back, and carried this one
+	if err := closedByServer(conn, br); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestStalledNextRequestIsCutByTheServer: a client that sends part of its next request and
+// stalls is the server's to cut (ReadHeaderTimeout), like a new connection's: the Listener
+// hands the connection over at the first byte.
+func TestStalledNextRequestIsCutByTheServer(t *testing.T) {
+	url, _, _ := serveHeaderTimeout(t, http.HandlerFunc(takeOver), true, time.Hour, 200*time.Millisecond)
+	conn, br := dial(t, url)
+	exchange(t, conn, br)
+	time.Sleep(300 * time.Millisecond)                     // (idle longer than ReadHeaderTimeout: the idle wait is the Listener's)
+	io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\n") // no end of headers
 	if err := closedByServer(conn, br); err != nil {
 		t.Error(err)
 	}

@@ -44,9 +44,10 @@ const (
 	// makes no progress, before it drops events (see WriterConfig.FullWait).
 	DefaultFullWait = 10 * time.Second
 	// DefaultLinger is the Linger the proxy uses unless configured (proxy.Config.RecorderLinger).
-	DefaultLinger = 2 * time.Millisecond
+	DefaultLinger = 10 * time.Millisecond
 	// DefaultBusyLinger is the BusyLinger the proxy uses unless configured
-	// (proxy.Config.RecorderBusyLinger).
+	// (proxy.Config.RecorderBusyLinger): DefaultLinger's, so that by default one linger
+	// holds whatever the load; it takes effect where Linger is set shorter.
 	DefaultBusyLinger = 10 * time.Millisecond
 	// BusyRuns is how many runs a batch carries for the Writer to wait BusyLinger before the
 	// next one.
@@ -88,8 +89,9 @@ type WriterConfig struct {
 	// events of BusyRuns runs or more, the next batch waits BusyLinger instead of Linger. With
 	// many concurrent runs each batch is large whatever the wait, so a longer one mostly saves
 	// round trips and per-run store work (fewer, fuller batches) at no cost to the streams;
-	// with few runs the short Linger keeps each write small. What ends a Linger ends it too.
-	// Zero or not above Linger: Linger always; a Linger of zero turns both off.
+	// with few runs a shorter Linger keeps each event's way to the store short. What ends a
+	// Linger ends it too. Zero or not above Linger: Linger always; a Linger of zero turns both
+	// off.
 	BusyLinger time.Duration
 	// RetryMin and RetryMax bound the exponential backoff after a store error (defaults
 	// DefaultRetryMin, DefaultRetryMax).

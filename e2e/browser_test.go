@@ -219,11 +219,7 @@ func TestBrowserEventSource(t *testing.T) {
 		w.Write(page)
 	})
 	mux.Handle("/", log.wrap(h))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-	})
+	srv := serveLikeCmd(t, mux)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -59,9 +59,9 @@ type Stats struct {
 	Waiting int
 }
 
-// Stats returns the Listener's counts. The connections handed back and not reused were
-// closed, or wait (Returned - Reused - Waiting closed: idle too long, the client left without
-// a request, or the Listener closed).
+// Stats returns the Listener's counts. Returned - Reused - Waiting of the connections handed
+// back were closed without another request: idle too long, their client left, or the
+// Listener closed.
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	waiting := len(l.watching)

@@ -72,10 +72,7 @@ func (s *stream) begin(retry time.Duration, resume string) error {
 	if s.takeOver {
 		// Hijack sends the headers (chunked transfer coding) first.
 		if conn, brw, err := s.rc.Hijack(); err == nil {
-			if brw.Reader.Buffered() > 0 {
-				s.keepAlive = nil // the client sent more than its request (pipelining): not served
-			}
-			s.conn = &connWriter{conn: conn, keepAlive: s.keepAlive}
+			s.conn = &connWriter{conn: conn, keepAlive: s.keepAlive.Hijacked(brw)}
 			s.w, s.rc = s.conn, http.NewResponseController(s.conn)
 		}
 	}

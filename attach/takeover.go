@@ -88,8 +88,8 @@ func (c *connWriter) end() {
 		_, err := c.conn.Write(chunked.Last)
 		complete = err == nil
 	}
-	if complete && c.keepAlive != nil && c.conn.SetWriteDeadline(time.Time{}) == nil {
-		c.keepAlive.Return(c.conn) // (it closes what it cannot keep)
+	if complete && c.conn.SetWriteDeadline(time.Time{}) == nil {
+		c.keepAlive.Return(c.conn) // (it closes what it cannot keep, and nil keeps none)
 		return
 	}
 	c.conn.Close()
@@ -114,9 +114,7 @@ func (h *Handler) newStream(w http.ResponseWriter, r *http.Request) *stream {
 	if slot, _ := r.Context().Value(streamSlotKey{}).(*streamSlot); slot != nil &&
 		h.cfg.TakeOver && h.cfg.HeartbeatInterval > 0 && r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
 		s.takeOver = true
-		if !r.Close {
-			s.keepAlive = keepalive.FromContext(r.Context())
-		}
+		s.keepAlive = keepalive.For(r)
 		slot.s = s
 	}
 	return s

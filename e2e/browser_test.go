@@ -219,7 +219,7 @@ func TestBrowserEventSource(t *testing.T) {
 		w.Write(page)
 	})
 	mux.Handle("/", log.wrap(h))
-	srv := serveLikeCmd(t, mux)
+	srv := runtest.ServeLikeCmd(t, mux)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

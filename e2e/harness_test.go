@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
-	"github.com/agui-proxy/agui-proxy/keepalive"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
@@ -188,7 +188,7 @@ func startProxy(t testing.TB, upstream string, store recorder.Store) string {
 	if err != nil {
 		t.Fatalf("proxy.New(%s) error = %v", u, err)
 	}
-	front := serveLikeCmd(t, h)
+	front := runtest.ServeLikeCmd(t, h)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -197,23 +197,4 @@ func startProxy(t testing.TB, upstream string, store recorder.Store) string {
 		}
 	})
 	return front.URL + "/"
-}
-
-// serveLikeCmd serves h on a real socket as cmd/agui-proxy serves it: with a
-// keepalive.Listener beside the listener, so the connection of a stream the proxy took over
-// carries the client's next request (the official client's fetch reuses it). The server is
-// closed at the test's end, before cleanups registered earlier run.
-func serveLikeCmd(t testing.TB, h http.Handler) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	ka := keepalive.New(srv.Listener.Addr(), time.Minute)
-	srv.Config.ConnContext = ka.ConnContext
-	srv.Start()
-	go srv.Config.Serve(ka)
-	t.Cleanup(func() {
-		ka.Close()
-		srv.CloseClientConnections()
-		srv.Close()
-	})
-	return srv
 }

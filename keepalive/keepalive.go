@@ -23,8 +23,10 @@
 package keepalive
 
 import (
+	"bufio"
 	"context"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,9 +115,13 @@ func (l *Listener) Close() error {
 // Listener then owns conn: it waits for the client's next request, at most the idle timeout,
 // and hands conn to Accept when it comes. A connection whose client sent nothing in time or
 // closed its end, or that cannot be watched without reading from it, is closed, as is one
-// returned to or waiting in a closed Listener. Return reports whether conn is being watched.
+// returned to or waiting in a closed Listener, or to a nil Listener (a server without one).
+// Return reports whether conn is being watched.
 func (l *Listener) Return(conn net.Conn) bool {
-	wait := readable(conn)
+	var wait func() error
+	if l != nil {
+		wait = readable(conn)
+	}
 	if wait == nil {
 		conn.Close()
 		return false
@@ -178,5 +184,26 @@ func (l *Listener) ConnContext(ctx context.Context, _ net.Conn) context.Context 
 // its server has none (a response whose connection is taken over must then close it).
 func FromContext(ctx context.Context) *Listener {
 	l, _ := ctx.Value(listenerKey{}).(*Listener)
+	return l
+}
+
+// For returns the Listener r's connection goes back to once a response taken over from the
+// server is complete: FromContext's, unless r asked to close the connection (Connection:
+// close, or HTTP/1.0 without keep-alive). nil: the response must say Connection: close.
+func For(r *http.Request) *Listener {
+	if r.Close {
+		return nil
+	}
+	return FromContext(r.Context())
+}
+
+// Hijacked returns l when the connection a handler took over with http.Hijacker can carry
+// the client's next request, given the reader Hijack returned: nil when that reader holds
+// bytes past the request (a client that pipelined; they are not served, and the connection
+// is closed at the response's end). Hijacked and Return may be called on a nil Listener.
+func (l *Listener) Hijacked(brw *bufio.ReadWriter) *Listener {
+	if brw != nil && brw.Reader.Buffered() > 0 {
+		return nil
+	}
 	return l
 }

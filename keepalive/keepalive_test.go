@@ -100,10 +100,7 @@ func TestReturnedConnectionCarriesTheNextRequest(t *testing.T) {
 	if got := post(t, url, 5); got != 4 {
 		t.Errorf("%d of 5 requests reused a connection, want 4", got)
 	}
-	// (The last response's connection may reach Return just after its client read it.)
-	for i := 0; ka.Stats().Returned < 5 && i < 1000; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitReturned(ka, 5)
 	if st := ka.Stats(); st.Returned != 5 || st.Reused != 4 {
 		t.Errorf("Stats() = %+v, want 5 returned, 4 reused", st)
 	}
@@ -113,6 +110,14 @@ func TestWithoutListenerEveryResponseCloses(t *testing.T) {
 	url, _, _ := serve(t, http.HandlerFunc(takeOver), false, 0)
 	if got := post(t, url, 3); got != 0 {
 		t.Errorf("%d of 3 requests reused a connection, want 0 (Connection: close)", got)
+	}
+}
+
+// waitReturned waits (10 s at most) until ka counts n connections handed back: a response's
+// connection may reach Return just after its client read the response.
+func waitReturned(ka *keepalive.Listener, n int64) {
+	for i := 0; ka.Stats().Returned < n && i < 1000; i++ {
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -217,9 +222,7 @@ func TestClientThatLeavesIsClosed(t *testing.T) {
 	conn, br := dial(t, url)
 	exchange(t, conn, br)
 	exchange(t, conn, br)
-	for i := 0; ka.Stats().Returned < 2 && i < 1000; i++ {
-		time.Sleep(10 * time.Millisecond) // (Return may come just after the client read the response)
-	}
+	waitReturned(ka, 2)
 	conn.Close()
 	// The watcher sees the client's end and closes the connection itself.
 	for range 1000 {
@@ -264,4 +267,49 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 	}
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return b, a
+}
+
+// TestForAndHijacked: a request that asked to close its connection has no Listener, nor has
+// one whose server has none; a hijacked connection whose reader holds bytes past the request
+// is not kept; a nil Listener's Return closes what it gets.
+func TestForAndHijacked(t *testing.T) {
+	ka := keepalive.New(&net.TCPAddr{}, time.Minute)
+	defer ka.Close()
+	ctx := ka.ConnContext(context.Background(), nil)
+	req := func(close bool) *http.Request {
+		r, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/", nil)
+		r.Close = close
+		return r
+	}
+	if got := keepalive.For(req(false)); got != ka {
+		t.Errorf("For(keep-alive request) = %p, want the Listener %p", got, ka)
+	}
+	if got := keepalive.For(req(true)); got != nil {
+		t.Errorf("For(Connection: close request) = %p, want nil", got)
+	}
+	plain, _ := http.NewRequest(http.MethodPost, "http://x/", nil)
+	if got := keepalive.For(plain); got != nil {
+		t.Errorf("For(request of a server without a Listener) = %p, want nil", got)
+	}
+	empty := bufio.NewReadWriter(bufio.NewReader(strings.NewReader("")), nil)
+	if got := ka.Hijacked(empty); got != ka {
+		t.Errorf("Hijacked(nothing buffered) = %p, want the Listener", got)
+	}
+	pipelined := bufio.NewReadWriter(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\n")), nil)
+	pipelined.Reader.Peek(1)
+	if got := ka.Hijacked(pipelined); got != nil {
+		t.Errorf("Hijacked(bytes buffered past the request) = %p, want nil", got)
+	}
+	var none *keepalive.Listener
+	if none.Hijacked(empty) != nil {
+		t.Error("a nil Listener's Hijacked is not nil")
+	}
+	a, b := tcpPair(t)
+	if none.Return(a) {
+		t.Error("a nil Listener kept a connection")
+	}
+	b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := b.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a connection returned to a nil Listener: read %v, want EOF (closed)", err)
+	}
 }

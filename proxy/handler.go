@@ -350,8 +350,8 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	rn.ctx = context.WithValue(runCtx, runCtxKey{}, rn)
 	rn.clientCtx = ctx
 	rn.direct = !h.cfg.StreamKeepAlive && r.ProtoMajor == 1 && r.ProtoMinor >= 1
-	if rn.direct && !r.Close {
-		rn.keepAlive = keepalive.FromContext(ctx)
+	if rn.direct {
+		rn.keepAlive = keepalive.For(r)
 	}
 	h.runs.add(rn)
 
@@ -388,17 +388,10 @@ func (h *Handler) stream(w http.ResponseWriter, rn *run) {
 		// connection goes back to the server at the end) first.
 		if conn, brw, err := http.NewResponseController(w).Hijack(); err == nil {
 			h.streams.Add()
-			ka := rn.keepAlive
-			if brw.Reader.Buffered() > 0 {
-				ka = nil // the client sent more than its request (pipelining): not served
-			}
+			ka := rn.keepAlive.Hijacked(brw)
 			rn.sub.ServeConn(conn, func(kept net.Conn) {
-				switch {
-				case kept == nil:
-				case ka != nil:
-					ka.Return(kept) // (it closes what it cannot keep)
-				default:
-					kept.Close()
+				if kept != nil {
+					ka.Return(kept) // (it closes what it cannot keep, and nil keeps none)
 				}
 				h.streams.Done()
 			})

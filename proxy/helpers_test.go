@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
-	"github.com/agui-proxy/agui-proxy/keepalive"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -41,21 +41,16 @@ func serveProxy(t testing.TB, upstream string, cfg Config, keepAlive bool) (*Han
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	srv := httptest.NewUnstartedServer(h)
-	var ka *keepalive.Listener
+	var srv *httptest.Server
 	if keepAlive {
-		ka = keepalive.New(srv.Listener.Addr(), time.Minute)
-		srv.Config.ConnContext = ka.ConnContext
-	}
-	srv.Start()
-	if ka != nil {
-		go srv.Config.Serve(ka)
+		srv = runtest.ServeLikeCmd(t, h) // (closed after the Handler's Shutdown below)
+	} else {
+		srv = httptest.NewServer(h)
 	}
 	t.Cleanup(func() {
-		if ka != nil {
-			ka.Close()
+		if !keepAlive {
+			srv.Close()
 		}
-		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		h.Shutdown(ctx)

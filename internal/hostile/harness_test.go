@@ -19,7 +19,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
-	"github.com/agui-proxy/agui-proxy/keepalive"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
@@ -155,15 +155,8 @@ func newEnv(t *testing.T, kind string, srv *redistest.Server, mut func(*proxy.Co
 	}
 	// Served as cmd/agui-proxy serves it: streams the proxy takes over hand their connection
 	// back (package keepalive), so the hostile requests that follow a run travel on it.
-	px := httptest.NewUnstartedServer(h)
-	ka := keepalive.New(px.Listener.Addr(), time.Minute)
-	px.Config.ConnContext = ka.ConnContext
-	px.Start()
-	go px.Config.Serve(ka)
-	e.url = px.URL
+	e.url = runtest.ServeLikeCmd(t, h).URL
 	t.Cleanup(func() {
-		ka.Close()
-		px.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		h.Shutdown(ctx)

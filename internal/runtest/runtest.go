@@ -18,6 +18,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -141,4 +142,23 @@ func SkipEvents(t testing.TB, rd *sse.Reader, n int) {
 			n--
 		}
 	}
+}
+
+// ServeLikeCmd serves h on a real socket as cmd/agui-proxy serves it: with a
+// keepalive.Listener beside the listener, so the connection of a stream the proxy took over
+// carries the client's next request. The server and the Listener are closed when the test
+// ends (after the cleanups registered later, such as the Handler's Shutdown).
+func ServeLikeCmd(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	ka := keepalive.New(srv.Listener.Addr(), time.Minute)
+	srv.Config.ConnContext = ka.ConnContext
+	srv.Start()
+	go srv.Config.Serve(ka)
+	t.Cleanup(func() {
+		ka.Close()
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/sse"
-	"strconv"
 
 	"bytes"
 	"context"
@@ -275,8 +274,8 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		wg.Go(func() {
 			stats[i*runs] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i), started.Done)
 			for k := 1; k < runs && ctx.Err() == nil; k++ {
-				id := fmt.Sprintf("%d.%d", i, k) // (a thread of its own: the run start's cost, not the history's)
-				stats[i*runs+k] = runOne(ctx, client, u.String(), opts, "bench-thread-"+strconv.FormatInt(tag, 10)+"-"+id, "bench-"+strconv.FormatInt(tag, 10)+"-"+id, func() {})
+				next := fmt.Sprintf(".%d", k) // (a thread of its own: the run start's cost, not the history's)
+				stats[i*runs+k] = runOne(ctx, client, u.String(), opts, benchThread(tag, i)+next, benchRun(tag, i)+next, func() {})
 			}
 		})
 	})
@@ -332,8 +331,8 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	var lat, sent, ttfe, nextTTFE []int64
 	closingFrom := int64(math.MaxInt64)
 	for j, s := range stats {
-		if s.latencies == nil && s.ttfe == 0 && s.err == "" {
-			continue // a run the bench's -duration left unstarted
+		if s.latencies == nil {
+			continue // a run the bench's -duration left unstarted (runOne always makes latencies)
 		}
 		if j%runs > 0 && s.ttfe >= 0 {
 			nextTTFE = append(nextTTFE, s.ttfe)

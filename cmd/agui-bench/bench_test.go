@@ -48,7 +48,8 @@ func TestBenchAgainstDemoAgent(t *testing.T) {
 
 // TestBenchChatMode: with -runs each stream performs its runs one after another; the report
 // counts every run, the first events of the runs that followed another, and the connections
-// the client opened: one per stream against a target that keeps them, one per run against
+// the client opened: a few against a target that keeps them (a stream's next run takes its
+// last one's; two streams may race for an idle one and dial once more), one per run against
 // one that closes each.
 func TestBenchChatMode(t *testing.T) {
 	demo := demoagent.New(demoagent.Config{})
@@ -61,18 +62,18 @@ func TestBenchChatMode(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		opts := baseOptions(srv.URL)
-		opts.C, opts.Runs, opts.Events = 2, 3, 5
+		opts.C, opts.Runs, opts.Events = 2, 5, 5
 		res, err := bench(t.Context(), opts)
 		if err != nil {
 			t.Fatalf("bench() error = %v", err)
 		}
-		wantDials := int64(2)
+		minDials, maxDials := int64(1), int64(5) // at most one per two runs
 		if closing {
-			wantDials = 6
+			minDials, maxDials = 10, 10
 		}
-		if res.Runs != 6 || res.RunsCompleted != 6 || res.FirstEvent.Count != 6 || res.NextFirstEvent == nil || res.NextFirstEvent.Count != 4 ||
-			res.Dials != wantDials || res.DialsPerRun != float64(wantDials)/6 {
-			t.Errorf("closing %v: bench() = %+v (next %+v), want 6 runs completed, 4 next first events, %d connections", closing, res, res.NextFirstEvent, wantDials)
+		if res.Runs != 10 || res.RunsCompleted != 10 || res.FirstEvent.Count != 10 || res.NextFirstEvent == nil || res.NextFirstEvent.Count != 8 ||
+			res.Dials < minDials || res.Dials > maxDials || res.DialsPerRun != float64(res.Dials)/10 {
+			t.Errorf("closing %v: bench() = %+v (next %+v), want 10 runs completed, 8 next first events, %d..%d connections", closing, res, res.NextFirstEvent, minDials, maxDials)
 		}
 	}
 }

@@ -37,12 +37,12 @@ type direct struct {
 	// cork holds the frames published with More, written with the next one (one chunk, one
 	// writev); a buffer from corkBuffers while it holds any, nil otherwise.
 	cork       *[]byte
-	corkEvents int   // the events in cork
-	draining   bool  // a drain goroutine is writing
-	ending     bool  // the last chunk was written or handed to drain
-	closed     bool  // conn is closed
-	lastWrite  int64 // time.Now().UnixNano() of the last write
-	beat       *time.Timer
+	corkEvents int        // the events in cork
+	draining   bool       // a drain goroutine is writing
+	ending     bool       // the last chunk was written or handed to drain
+	closed     bool       // conn is closed
+	lastWrite  int64      // time.Now().UnixNano() of the last write
+	clock      *beatClock // schedules the heartbeat (nil: Options.Heartbeat is off)
 	// done is called once the stream is over, with conn when it ended cleanly (see ServeConn).
 	done func(kept net.Conn)
 }
@@ -73,7 +73,8 @@ func (s *Subscriber) ServeConn(conn net.Conn, done func(kept net.Conn)) {
 	defer s.mu.Unlock()
 	s.d = d
 	if s.o.Heartbeat > 0 {
-		d.beat = time.AfterFunc(s.o.Heartbeat, s.heartbeat)
+		d.clock = clockFor(s.o.Heartbeat)
+		d.clock.schedule(s, s.o.Heartbeat)
 	}
 	switch {
 	case s.closed:
@@ -328,8 +329,9 @@ func (s *Subscriber) writeBlocking(conn net.Conn, pending []byte, pendingFrame, 
 	return events, n, nil
 }
 
-// heartbeat writes the Heartbeat comment after Options.Heartbeat of silence; it runs on the
-// timer's own goroutine and re-arms the timer for the rest of the window.
+// heartbeat writes the Heartbeat comment after Options.Heartbeat of silence; the subscriber's
+// beatClock calls it (on the clock's goroutine, once the scheduled time passed), and it
+// schedules itself again for the rest of the window. A write it makes never blocks.
 func (s *Subscriber) heartbeat() {
 	s.mu.Lock()
 	d := s.d
@@ -338,12 +340,12 @@ func (s *Subscriber) heartbeat() {
 		return
 	}
 	if d.draining || len(s.queue) > 0 { // a write is under way: not silent
-		d.beat.Reset(s.o.Heartbeat)
+		d.clock.schedule(s, s.o.Heartbeat)
 		s.mu.Unlock()
 		return
 	}
 	if quiet := time.Duration(time.Now().UnixNano() - d.lastWrite); quiet < s.o.Heartbeat {
-		d.beat.Reset(s.o.Heartbeat - quiet)
+		d.clock.schedule(s, s.o.Heartbeat-quiet)
 		s.mu.Unlock()
 		return
 	}
@@ -352,7 +354,7 @@ func (s *Subscriber) heartbeat() {
 		s.h.remove(s)
 		return
 	}
-	d.beat.Reset(s.o.Heartbeat)
+	d.clock.schedule(s, s.o.Heartbeat)
 	s.mu.Unlock()
 	if s.o.OnQuiet != nil {
 		s.o.OnQuiet()
@@ -381,8 +383,8 @@ func (s *Subscriber) release(complete bool) {
 	}
 	d.closed = true
 	d.uncork()
-	if d.beat != nil {
-		d.beat.Stop()
+	if d.clock != nil {
+		d.clock.unschedule(s)
 	}
 	switch {
 	case complete && d.done != nil:

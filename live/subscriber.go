@@ -25,7 +25,8 @@ type Options struct {
 	OnWrite func(events, bytes int)
 	// OnDrop, when set, counts a drop for slowness.
 	OnDrop func()
-	// OnQuiet, when set, is called after each heartbeat.
+	// OnQuiet, when set, is called after each heartbeat (in direct mode on the goroutine
+	// that serves the heartbeats of every such stream: it must not block).
 	OnQuiet func()
 }
 
@@ -56,10 +57,12 @@ type Subscriber struct {
 	err     error // ErrSlowClient when dropped, or the hub's failure once ended
 	closed  bool
 	d       *direct // the client's connection in direct mode (ServeConn); nil: WriteTo writes
+
+	beat beatLink // the subscriber's place in its beatClock (direct mode; guarded by the clock)
 }
 
 func newSubscriber(h *Hub, o Options) *Subscriber {
-	return &Subscriber{h: h, o: o, notify: make(chan struct{}, 1)}
+	return &Subscriber{h: h, o: o, notify: make(chan struct{}, 1), beat: beatLink{slot: -1}}
 }
 
 // push queues ev; it reports false when the subscriber must be dropped.

@@ -6,7 +6,9 @@
 // never slowed for it), the Heartbeat comment after a silence, and direct writes from the
 // queue to the client's connection. A subscriber handed the client's connection itself
 // (Subscriber.ServeConn, after http.Hijacker) is written by the publisher's own call, with
-// writes that never block; only a client that lags gets a goroutine, while it lags.
+// writes that never block; only a client that lags gets a goroutine, while it lags. The
+// heartbeats of such subscribers come from one clock per heartbeat interval (one goroutine
+// that ticks every interval/16, at most 1 s), not from a timer per stream.
 //
 // A Registry finds the hub of a run. For a run pumped by this process it is the pump's own
 // hub, so an attacher sees an event as soon as the pump read it, without waiting for the

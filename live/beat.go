@@ -86,6 +86,12 @@ func (c *beatClock) schedule(s *Subscriber, after time.Duration) {
 		c.start, c.done = now, 0
 		go c.run()
 	}
+	c.link(s, now, after)
+}
+
+// link puts s, not scheduled, in the slot of the first tick at or after now+after; c.mu is
+// held and the goroutine runs.
+func (c *beatClock) link(s *Subscriber, now time.Time, after time.Duration) {
 	k := int64(now.Sub(c.start)/c.tick) + int64((after+c.tick-1)/c.tick)
 	k = min(max(k, c.done+1), c.done+int64(len(c.slots)))
 	i := int(k % int64(len(c.slots)))
@@ -123,27 +129,42 @@ func (c *beatClock) unlink(s *Subscriber) {
 }
 
 // run handles the slots of the ticks that passed, once per tick, until a tick finds no
-// subscriber scheduled. The due subscribers leave the clock before their heartbeat runs (with
-// c.mu released: heartbeat takes s.mu, and s.mu is held when a subscriber schedules itself
-// again), so a subscriber released meanwhile is simply not scheduled again.
+// subscriber scheduled. A subscriber written to within the interval (the usual case: a
+// stream's events come more often than its heartbeat) is moved to the slot of its new
+// deadline right there, from its last write's time, without taking its mu: the clock never
+// waits for a stream that is writing. The silent ones leave the clock before their heartbeat
+// runs (with c.mu released: heartbeat takes s.mu, and s.mu is held when a subscriber
+// schedules itself again), so a subscriber released meanwhile is simply not scheduled again.
 func (c *beatClock) run() {
 	t := time.NewTicker(c.tick)
 	defer t.Stop()
-	var due []*Subscriber
+	var passed, due []*Subscriber
 	for range t.C {
 		c.mu.Lock()
-		now := int64(time.Since(c.start) / c.tick)
-		for ; c.done < now; c.done++ {
+		now := time.Now()
+		tick := int64(now.Sub(c.start) / c.tick)
+		for ; c.done < tick; c.done++ {
 			i := int((c.done + 1) % int64(len(c.slots)))
 			for s := c.slots[i]; s != nil; {
 				next := s.beat.next
 				s.beat.prev, s.beat.next, s.beat.slot = nil, nil, -1
 				c.n--
-				due = append(due, s)
+				passed = append(passed, s)
 				s = next
 			}
 			c.slots[i] = nil
 		}
+		wall := now.UnixNano()
+		for i, s := range passed {
+			// (s.d was set before s was first scheduled, under c.mu since: no race)
+			if quiet := time.Duration(wall - s.d.lastWrite.Load()); quiet < c.every {
+				c.link(s, now, c.every-quiet)
+			} else {
+				due = append(due, s)
+			}
+			passed[i] = nil
+		}
+		passed = passed[:0]
 		if c.n == 0 && len(due) == 0 {
 			c.running = false
 			c.mu.Unlock()

@@ -37,7 +37,7 @@ func TestBeatClockSchedule(t *testing.T) {
 	subs := make([]*Subscriber, 100)
 	for i := range subs {
 		subs[i], _ = h.Subscribe(0, Options{})
-		c.schedule(subs[i], time.Duration(i)*time.Minute)
+		c.schedule(subs[i], time.Duration(i+1)*time.Minute) // (none comes due: they have no connection)
 	}
 	for _, s := range subs[:50] {
 		c.schedule(s, time.Minute) // moved, not added
@@ -103,8 +103,10 @@ func TestBeatClockManyStreams(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if q := quiet.Load(); q < streams {
-		t.Errorf("OnQuiet called %d times, want at least %d", q, streams)
+	for deadline := time.Now().Add(10 * time.Second); quiet.Load() < streams; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) { // (OnQuiet runs just after the heartbeat is written)
+			t.Fatalf("OnQuiet called %d times, want at least %d", quiet.Load(), streams)
+		}
 	}
 
 	h.End() // every stream ends: none stays scheduled
@@ -145,5 +147,42 @@ func TestHeartbeatNotSilent(t *testing.T) {
 	}
 	if n, _, _ := clockState(c); n != 0 {
 		t.Errorf("%d scheduled once the stream ended, want 0", n)
+	}
+}
+
+// TestBeatClockWrittenStream: a stream written to within the interval stays scheduled by the
+// clock itself, tick after tick, and gets no heartbeat.
+func TestBeatClockWrittenStream(t *testing.T) {
+	const every = 30*time.Millisecond + 3*time.Microsecond // a clock of this test's own
+	c := clockFor(every)
+	h := NewHub(0)
+	server, client := tcpPair(t, false)
+	client.SetReadDeadline(time.Now().Add(30 * time.Second))
+	sub, _ := h.Subscribe(0, Options{Heartbeat: every})
+	sub.ServeConn(server, nil)
+	sub.mu.Lock()
+	sub.d.lastWrite.Store(time.Now().Add(time.Hour).UnixNano()) // written "later": never silent
+	sub.mu.Unlock()
+	c.mu.Lock()
+	until := c.done + 3*int64(len(c.slots)) // three full turns of the ring
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		done, n := c.done, c.n
+		c.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("%d scheduled, want 1 (the stream, moved by the clock)", n)
+		}
+		if done >= until {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	frame := []byte("id: 1\ndata: {}\n\n")
+	h.Publish(Event{Seq: 1, Frame: frame})
+	h.End()
+	got, err := io.ReadAll(httputil.NewChunkedReader(bufio.NewReader(client)))
+	if err != nil || !bytes.Equal(got, frame) {
+		t.Errorf("read %q, %v; want the event alone", got, err)
 	}
 }

@@ -3,6 +3,7 @@ package live
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,12 +38,12 @@ type direct struct {
 	// cork holds the frames published with More, written with the next one (one chunk, one
 	// writev); a buffer from corkBuffers while it holds any, nil otherwise.
 	cork       *[]byte
-	corkEvents int        // the events in cork
-	draining   bool       // a drain goroutine is writing
-	ending     bool       // the last chunk was written or handed to drain
-	closed     bool       // conn is closed
-	lastWrite  int64      // time.Now().UnixNano() of the last write
-	clock      *beatClock // schedules the heartbeat (nil: Options.Heartbeat is off)
+	corkEvents int          // the events in cork
+	draining   bool         // a drain goroutine is writing
+	ending     bool         // the last chunk was written or handed to drain
+	closed     bool         // conn is closed
+	lastWrite  atomic.Int64 // time.Now().UnixNano() of the last write (read by the beatClock without mu)
+	clock      *beatClock   // schedules the heartbeat (nil: Options.Heartbeat is off)
 	// done is called once the stream is over, with conn when it ended cleanly (see ServeConn).
 	done func(kept net.Conn)
 }
@@ -63,7 +64,8 @@ type direct struct {
 // Options.Gone is not used: a client that went away is found by the next write (the
 // heartbeat at the latest). ServeConn must be called at most once, and WriteTo not at all.
 func (s *Subscriber) ServeConn(conn net.Conn, done func(kept net.Conn)) {
-	d := &direct{conn: conn, done: done, lastWrite: time.Now().UnixNano()}
+	d := &direct{conn: conn, done: done}
+	d.lastWrite.Store(time.Now().UnixNano())
 	if sc, ok := conn.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			d.nowait = newNowaitWriter(raw)
@@ -170,7 +172,7 @@ func (s *Subscriber) writeChunk(frame []byte, event bool) bool {
 	total := len(h) + size + len(chunked.CRLF)
 	if n == total {
 		d.uncork()
-		d.lastWrite = time.Now().UnixNano()
+		d.lastWrite.Store(time.Now().UnixNano())
 		if events > 0 && s.o.OnWrite != nil {
 			s.o.OnWrite(events, size)
 		}
@@ -277,7 +279,7 @@ func (s *Subscriber) drain() {
 			}
 			s.queued -= n
 		}
-		d.lastWrite = time.Now().UnixNano()
+		d.lastWrite.Store(time.Now().UnixNano())
 		if err != nil {
 			d.draining = false
 			s.fail(err)
@@ -344,7 +346,7 @@ func (s *Subscriber) heartbeat() {
 		s.mu.Unlock()
 		return
 	}
-	if quiet := time.Duration(time.Now().UnixNano() - d.lastWrite); quiet < s.o.Heartbeat {
+	if quiet := time.Duration(time.Now().UnixNano() - d.lastWrite.Load()); quiet < s.o.Heartbeat {
 		d.clock.schedule(s, s.o.Heartbeat-quiet)
 		s.mu.Unlock()
 		return

@@ -156,7 +156,8 @@ func (c *beatClock) run() {
 		}
 		wall := now.UnixNano()
 		for i, s := range passed {
-			// (s.d was set before s was first scheduled, under c.mu since: no race)
+			// (s.d was set before s was first scheduled, and every schedule since took c.mu:
+			// reading it here does not race; lastWrite is atomic)
 			if quiet := time.Duration(wall - s.d.lastWrite.Load()); quiet < c.every {
 				c.link(s, now, c.every-quiet)
 			} else {

@@ -189,14 +189,7 @@ func TestCloseClosesWaitingConnections(t *testing.T) {
 	if err := closedByServer(conn, br); err != nil {
 		t.Error(err)
 	}
-	a, b := tcpPair(t)
-	if ka.Return(a) {
-		t.Error("Return after Close kept the connection")
-	}
-	b.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := b.Read(make([]byte, 1)); err != io.EOF {
-		t.Errorf("a connection returned after Close: read %v, want EOF (closed)", err)
-	}
+	returnCloses(t, ka, "a closed Listener")
 	if _, err := ka.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
 	}
@@ -304,12 +297,19 @@ func TestForAndHijacked(t *testing.T) {
 	if none.Hijacked(empty) != nil {
 		t.Error("a nil Listener's Hijacked is not nil")
 	}
+	returnCloses(t, none, "a nil Listener")
+}
+
+// returnCloses returns a fresh connection to l and checks that l closed it instead of keeping
+// it (what names l in the errors).
+func returnCloses(t *testing.T, l *keepalive.Listener, what string) {
+	t.Helper()
 	a, b := tcpPair(t)
-	if none.Return(a) {
-		t.Error("a nil Listener kept a connection")
+	if l.Return(a) {
+		t.Errorf("%s kept a connection", what)
 	}
 	b.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := b.Read(make([]byte, 1)); err != io.EOF {
-		t.Errorf("a connection returned to a nil Listener: read %v, want EOF (closed)", err)
+		t.Errorf("a connection returned to %s: read %v, want EOF (closed)", what, err)
 	}
 }

@@ -398,8 +398,10 @@ func bench(ctx context.Context, opts options) (*result, error) {
 			}
 		}
 		res.Redis = &redisUse{Commands: redis1.commands - redis0.commands - 1, // minus our own INFO
-			NetInBytes: redis1.netIn - redis0.netIn, NetOutBytes: redis1.netOut - redis0.netOut}
+			NetInBytes: redis1.netIn - redis0.netIn, NetOutBytes: redis1.netOut - redis0.netOut,
+			CPUMicros: redis1.cpuMicros - redis0.cpuMicros}
 		if res.Events > 0 {
+			res.Redis.CPUMicrosPerEvent = float64(res.Redis.CPUMicros) / float64(res.Events)
 			res.Redis.PerEvent = float64(res.Redis.Commands) / float64(res.Events)
 			res.Redis.NetPerEventBytes = float64(res.Redis.NetInBytes+res.Redis.NetOutBytes) / float64(res.Events)
 		}

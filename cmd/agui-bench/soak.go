@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -60,11 +61,17 @@ type redisUse struct {
 	NetOutBytes int64 `json:"net_out_bytes"`
 	// NetPerEventBytes is (in + out) per event the POSTing clients received.
 	NetPerEventBytes float64 `json:"net_bytes_per_event"`
+	// CPUMicros is the server's CPU time (INFO used_cpu_sys + used_cpu_user) over the load,
+	// and CPUMicrosPerEvent that per event the POSTing clients received: the store's share of
+	// the machine, beside the proxy's own (target.cpu_us_per_event).
+	CPUMicros         int64   `json:"cpu_us"`
+	CPUMicrosPerEvent float64 `json:"cpu_us_per_event"`
 }
 
 // redisInfo is what redisStats reads from INFO stats.
 type redisInfo struct {
 	commands, netIn, netOut int64
+	cpuMicros               int64 // used_cpu_sys + used_cpu_user, in µs (0 when absent)
 }
 
 // attachStats is what one attacher saw.
@@ -249,7 +256,7 @@ func redisStats(addr string) (redisInfo, error) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, "*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n"); err != nil {
+	if _, err := io.WriteString(c, "*3\r\n$4\r\nINFO\r\n$5\r\nstats\r\n$3\r\ncpu\r\n"); err != nil {
 		return redisInfo{}, fmt.Errorf("redis %s: %w", addr, err)
 	}
 	return parseInfoStats(bufio.NewReader(c))
@@ -263,7 +270,8 @@ func parseInfoCommands(r *bufio.Reader) (int64, error) {
 }
 
 // parseInfoStats reads an INFO reply (a RESP bulk string): total_commands_processed, which
-// must be there, and total_net_input_bytes / total_net_output_bytes (zero when absent).
+// must be there, total_net_input_bytes / total_net_output_bytes, and used_cpu_sys +
+// used_cpu_user (seconds, with a fraction) in µs (zero when absent).
 func parseInfoStats(r *bufio.Reader) (redisInfo, error) {
 	var st redisInfo
 	head, err := r.ReadString('\n')
@@ -292,6 +300,17 @@ func parseInfoStats(r *bufio.Reader) (redisInfo, error) {
 				}
 				*dst = x
 				found = found || name == "total_commands_processed:"
+			}
+		}
+	}
+	for line := range strings.Lines(string(body)) {
+		for _, name := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil || !(secs >= 0 && secs <= 1e12) { // NaN fails both
+					return st, fmt.Errorf("redis INFO: %s %q", name, strings.TrimSpace(v))
+				}
+				st.cpuMicros += int64(math.Round(secs * 1e6))
 			}
 		}
 	}

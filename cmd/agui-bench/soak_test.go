@@ -117,18 +117,19 @@ func TestRefusedAndCut(t *testing.T) {
 }
 
 func TestParseInfoCommands(t *testing.T) {
-	body := "# Stats\r\ntotal_connections_received:3\r\ntotal_commands_processed:1234\r\ntotal_net_input_bytes:55\r\ntotal_net_output_bytes:66\r\n"
+	body := "# Stats\r\ntotal_connections_received:3\r\ntotal_commands_processed:1234\r\ntotal_net_input_bytes:55\r\ntotal_net_output_bytes:66\r\n# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.250001\r\n"
 	got, err := parseInfoCommands(bufio.NewReader(strings.NewReader("$" + itoa(len(body)) + "\r\n" + body + "\r\n")))
 	if err != nil || got != 1234 {
 		t.Errorf("parseInfoCommands = %d, %v, want 1234", got, err)
 	}
 	st, err := parseInfoStats(bufio.NewReader(strings.NewReader("$" + itoa(len(body)) + "\r\n" + body + "\r\n")))
-	if err != nil || st != (redisInfo{1234, 55, 66}) {
-		t.Errorf("parseInfoStats = %+v, %v, want {1234 55 66}", st, err)
+	if err != nil || st != (redisInfo{1234, 55, 66, 1750001}) {
+		t.Errorf("parseInfoStats = %+v, %v, want {1234 55 66 1750001}", st, err)
 	}
-	bad := "total_commands_processed:1\r\ntotal_net_input_bytes:x\r\n"
-	if _, err := parseInfoStats(bufio.NewReader(strings.NewReader("$" + itoa(len(bad)) + "\r\n" + bad + "\r\n"))); err == nil {
-		t.Errorf("parseInfoStats(%q) = nil error, want one", bad)
+	for _, bad := range []string{"total_commands_processed:1\r\ntotal_net_input_bytes:x\r\n", "total_commands_processed:1\r\nused_cpu_sys:-1\r\n", "total_commands_processed:1\r\nused_cpu_user:NaN\r\n"} {
+		if _, err := parseInfoStats(bufio.NewReader(strings.NewReader("$" + itoa(len(bad)) + "\r\n" + bad + "\r\n"))); err == nil {
+			t.Errorf("parseInfoStats(%q) = nil error, want one", bad)
+		}
 	}
 	for _, bad := range []string{"-ERR nope\r\n", "$5\r\nab", "$-9\r\n", "$3\r\nabc\r\n"} {
 		if _, err := parseInfoCommands(bufio.NewReader(strings.NewReader(bad))); err == nil {

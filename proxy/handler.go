@@ -675,16 +675,16 @@ func (h *Handler) checkpoint(meta recorder.Run) {
 // terminal event is published: a client starts its next run as soon as it read that event,
 // and the run start then learns the messages the thread holds from this checkpoint (one small
 // read, thread.Service.KnownMessageIDs) instead of computing the branch itself. meta carries
-// the status the run ended with and records the events the run kept (run.retain; nil when it
+// the status the run ended with and kept the events the run kept (run.retain; nil when it
 // kept none): thread.Service.CheckpointEnded reads back neither the run's metadata and
 // checkpoint nor, given its events, those. It reports whether the checkpoint was stored;
 // when not (the store is slow or failing, ctx ended), the run is queued for the checkpoint
 // loop as before.
-func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run, records []recorder.Event) bool {
+func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run, kept *thread.KeptEvents) bool {
 	if !h.checkpointsAtEnd() {
 		return false
 	}
-	if err := h.threads.CheckpointEnded(ctx, meta, records); err != nil {
+	if err := h.threads.CheckpointEnded(ctx, meta, kept); err != nil {
 		h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint before the terminal event; queued", slog.String("thread_id", meta.ThreadID),
 			slog.String("run_id", meta.RunID), slog.Any("err", err))
 		return false

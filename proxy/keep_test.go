@@ -69,8 +69,9 @@ func TestCheckpointFromKeptEvents(t *testing.T) {
 		kept   bool
 	}{
 		{"budget", 1 << 20, true},
+		{"default budget", 0, true},
 		{"budget spent", 600, false}, // a few events: the run lets go of them
-		{"none kept (default)", 0, false},
+		{"none kept", -1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := recorder.NewMemoryStore(recorder.MemoryConfig{})

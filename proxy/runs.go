@@ -89,13 +89,12 @@ type run struct {
 	final   bool // the run is being ended: record without waiting for the store
 	// checkpointed: the run's checkpoint was stored by settle, through r.settled.
 	checkpointed bool
-	// retained are the events the recorder accepted for the run, kept within the handler's
-	// Config.CheckpointMemory so that settle builds the checkpoint without reading them back
-	// (retainedBytes is what they cost; retainReserved what the run took from the budget,
-	// in chunks); none once retainOff (no budget, spent, an event was dropped, or the run
-	// settled). Pump goroutine only.
-	retained       []recorder.Event
-	retainedBytes  int64
+	// kept is the data of the events the recorder accepted for the run, kept within the
+	// handler's Config.CheckpointMemory so that settle builds the checkpoint without reading
+	// them back (retainReserved is what the run took from the budget, in chunks); nil once
+	// retainOff (no budget, spent, an event was dropped, or the run settled). Pump goroutine
+	// only.
+	kept           *thread.KeptEvents
 	retainReserved int64
 	retainOff      bool
 	// markFrame records upstream activity for the idle watchdog (nil when it is disabled).
@@ -269,7 +268,7 @@ func (r *run) pump(body io.ReadCloser) {
 		}
 		r.seq++
 		out := f.AppendWithID(make([]byte, 0, len(f.Raw)+len(r.meta.RunID)+32), r.cursor())
-		if err = r.record(typ, out); err != nil {
+		if err = r.record(typ, f.Data, out); err != nil {
 			break
 		}
 		if agui.IsTerminal(typ) && r.terminal == "" {
@@ -363,7 +362,7 @@ func (r *run) emitData(typ string, data []byte) error {
 	if err != nil { // ids are validated before a run exists; this would be a bug
 		return fmt.Errorf("encoding event %d: %w", r.seq, err)
 	}
-	if err := r.record(typ, out); err != nil {
+	if err := r.record(typ, data, out); err != nil {
 		return err
 	}
 	if typ == r.terminal {
@@ -430,7 +429,7 @@ func (r *run) settle() {
 	}
 	ended := r.meta
 	ended.Status, ended.Detail, ended.LastSeq = r.status, r.detail, r.seq
-	r.checkpointed = r.h.checkpointNow(ctx, ended, r.retained)
+	r.checkpointed = r.h.checkpointNow(ctx, ended, r.kept)
 	r.dropRetained()
 }
 
@@ -442,11 +441,11 @@ func (r *run) cursor() string {
 	return unsafe.String(unsafe.SliceData(r.idBuf), len(r.idBuf))
 }
 
-// record hands the event to the writer. In async mode it returns at once unless the
+// record hands the event (its JSON data, and its frame as recorded) to the writer. In async mode it returns at once unless the
 // recorder's buffer is full: it then waits for room, bounded (recorder.WriterConfig.FullWait),
 // so a fast agent is slowed to the store's pace instead of losing events. In sync mode it
 // returns once the event is stored, or an error when the store did not answer in time.
-func (r *run) record(typ string, frame []byte) error {
+func (r *run) record(typ string, data, frame []byte) error {
 	if r.h.cfg.DisableRecording {
 		return nil
 	}
@@ -461,7 +460,7 @@ func (r *run) record(typ string, frame []byte) error {
 		if pos == 0 {
 			r.dropRetained() // the store will have a gap: the checkpoint reads it back
 		} else {
-			r.retain(ev)
+			r.retain(typ, data)
 		}
 		if len(r.unstored) == maxUnstored {
 			r.unstored = r.unstored[:copy(r.unstored, r.unstored[maxUnstored/2:])]
@@ -477,29 +476,27 @@ func (r *run) record(typ string, frame []byte) error {
 		return err
 	}
 	r.unstored = append(r.unstored[:0], unstoredEvent{seq: ev.Seq}) // stored: every earlier one too
-	r.retain(ev)
+	r.retain(typ, data)
 	return nil
 }
 
-// retainedEventBytes is what keeping one event costs beyond its frame: its recorder.Event and
-// the slack of the slice holding it.
-const retainedEventBytes = 2 * int64(unsafe.Sizeof(recorder.Event{}))
-
 // retainChunk is how much of the handler's budget a run takes at a time, so that keeping an
 // event touches the shared counter once per chunk, not once per event.
-const retainChunk = 16 << 10
+const retainChunk = 2 << 10
 
-// retain keeps ev, which the recorder accepted, for the run's checkpoint at its end (see
-// Config.CheckpointMemory): the frame is the recorder's own, never modified, so keeping it
-// costs no copy. When the handler's budget is spent the run keeps nothing more and lets go
-// of what it kept. Pump goroutine only.
-func (r *run) retain(ev recorder.Event) {
+// retain keeps the data of an event the recorder accepted, for the run's checkpoint at its
+// end (see Config.CheckpointMemory); typ is the type it was recorded with. When the handler's
+// budget is spent the run keeps nothing more and lets go of what it kept. Pump goroutine only.
+func (r *run) retain(typ string, data []byte) {
 	if r.retainOff {
 		return
 	}
-	cost := int64(len(ev.Frame)) + retainedEventBytes
-	if r.retainedBytes+cost > r.retainReserved {
-		take := max(cost, retainChunk)
+	if r.kept == nil {
+		r.kept = new(thread.KeptEvents)
+	}
+	r.kept.Add(typ, data)
+	if cost := r.kept.Cost(); cost > r.retainReserved {
+		take := max(cost-r.retainReserved, retainChunk)
 		if r.h.retainLeft.Add(-take) < 0 {
 			r.h.retainLeft.Add(take)
 			r.dropRetained()
@@ -507,8 +504,6 @@ func (r *run) retain(ev recorder.Event) {
 		}
 		r.retainReserved += take
 	}
-	r.retainedBytes += cost
-	r.retained = append(r.retained, ev)
 }
 
 // dropRetained lets go of the events the run kept and keeps none from now on. Pump goroutine
@@ -518,7 +513,7 @@ func (r *run) dropRetained() {
 	if r.retainReserved > 0 {
 		r.h.retainLeft.Add(r.retainReserved)
 	}
-	r.retained, r.retainedBytes, r.retainReserved = nil, 0, 0
+	r.kept, r.retainReserved = nil, 0
 }
 
 // clientOptions are the bounds of a client reading a run's hub: the queue bound in bytes and

@@ -139,23 +139,19 @@ func (s *Service) branch(ctx context.Context, threadID, runID string) (*loadedBr
 // endedRun is a run whose end its caller just had the store record (CheckpointEnded): its
 // metadata, and the events it recorded when the caller kept them (nil: read them back).
 type endedRun struct {
-	run     recorder.Run
-	records []recorder.Event
+	run  recorder.Run
+	kept *KeptEvents
 }
 
-// events returns the run's events parsed from records when they are exactly the run's events
-// 1..LastSeq, in order; ok is false otherwise (they are read back from the store then).
-func (e *endedRun) events() (events []compact.Event, ok bool) {
-	if e.records == nil || int64(len(e.records)) != e.run.LastSeq {
-		return nil, false
+// events returns the run's events parsed from kept when it holds exactly the run's events
+// 1..LastSeq, and the buffer their bytes are in; ok is false otherwise (they are read back
+// from the store then).
+func (e *endedRun) events() (events []compact.Event, buf []byte, ok bool) {
+	if e.kept == nil || e.kept.Len() != e.run.LastSeq {
+		return nil, nil, false
 	}
-	for i, rec := range e.records {
-		if rec.Seq != int64(i+1) {
-			return nil, false
-		}
-	}
-	events, _ = ParseRecords(e.records, -1)
-	return events, true
+	events, buf = e.kept.events()
+	return events, buf, true
 }
 
 // branchOf is branch; ended, when not nil, is runID as its caller knows it (see
@@ -265,9 +261,10 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 	}
 	for _, r := range chain {
 		var evs []compact.Event
+		var keptBuf []byte
 		kept := false
 		if ended != nil && r.RunID == runID {
-			evs, kept = ended.events()
+			evs, keptBuf, kept = ended.events()
 		}
 		if !kept {
 			var err error
@@ -280,6 +277,7 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 			events = slices.Clip(base.events)
 		}
 		events = s.Compact(append(events, evs...))
+		unalias(events, keptBuf) // the branch may be kept in memory; the run's events need not be
 		if r.Status == recorder.StatusRunning || !store {
 			base = &loadedBranch{events: events, flat: flatten(events)}
 		} else {
@@ -321,15 +319,15 @@ func (s *Service) Checkpoint(ctx context.Context, threadID, runID string) error 
 // metadata as created (thread, run and parent ids, epoch) with the status it ended with and
 // its LastSeq. The run has no checkpoint yet and its metadata cannot be newer than the
 // caller's, so neither is read; run ids are never reused (a re-sent run id is refused), so no
-// other run's checkpoint is skipped. records, when not nil, are the events the caller handed
-// the store for the run, exactly as stored: when they are the run's events 1..LastSeq in
-// order, the run's events are not read back either (otherwise they are, as Checkpoint reads
-// them). Only the parent's branch is read then, usually from memory.
-func (s *Service) CheckpointEnded(ctx context.Context, run recorder.Run, records []recorder.Event) error {
+// other run's checkpoint is skipped. kept, when not nil, is what the caller kept of the
+// events it handed the store for the run: when it holds the run's events 1..LastSeq, the
+// run's events are not read back either (otherwise they are, as Checkpoint reads them). Only
+// the parent's branch is read then, usually from memory.
+func (s *Service) CheckpointEnded(ctx context.Context, run recorder.Run, kept *KeptEvents) error {
 	if run.Status == recorder.StatusRunning || run.Status == "" {
 		return fmt.Errorf("checkpoint of run %q: the run has not ended (status %q)", run.RunID, run.Status)
 	}
-	_, err := s.branchOf(ctx, run.ThreadID, run.RunID, &endedRun{run: run, records: records})
+	_, err := s.branchOf(ctx, run.ThreadID, run.RunID, &endedRun{run: run, kept: kept})
 	return err
 }
 

@@ -104,14 +104,15 @@ func BenchmarkCheckpointEnded(b *testing.B) {
 				run := append([]string{fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":"r"}`, threadID)}, datas...)
 				run = append(run, fmt.Sprintf(`{"type":"RUN_FINISHED","threadId":%q,"runId":"r"}`, threadID))
 				r, records := storeRun(b, s, threadID, "r", "", run...)
-				if name != "kept" {
-					records = nil
+				var kept *thread.KeptEvents
+				if name == "kept" {
+					kept = keptOf(b, records)
 				}
 				b.StartTimer()
 				if name == "checkpoint" {
 					err = s.Checkpoint(b.Context(), threadID, "r")
 				} else {
-					err = s.CheckpointEnded(b.Context(), r, records)
+					err = s.CheckpointEnded(b.Context(), r, kept)
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -55,6 +55,21 @@ func storeRun(t testing.TB, s *thread.Service, threadID, runID, parent string, d
 	return r, evs
 }
 
+// keptOf is what the proxy keeps of records it handed the store (their type and data, in
+// order).
+func keptOf(t testing.TB, recs []recorder.Event) *thread.KeptEvents {
+	t.Helper()
+	var k thread.KeptEvents
+	for _, rec := range recs {
+		data, err := thread.FrameData(rec.Frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.Add(rec.Type, data)
+	}
+	return &k
+}
+
 // chatRun is the events of one chat turn: the user's message in RUN_STARTED.input, a state
 // change, the assistant's answer msgID (with a < and an & that JSON encoders like to escape).
 func chatRun(threadID, runID, msgID string) []string {
@@ -535,7 +550,7 @@ func TestCheckpointEnded(t *testing.T) {
 	// keep is what the caller hands over of the run's events; ckpts how many checkpoint reads
 	// the parent's branch takes (none for the run built just before, two for an older one:
 	// its record and its segment); reads how many event reads the run's own events take.
-	ended := func(svc *thread.Service, runID, parent, msgID string, keep func([]recorder.Event) []recorder.Event, ckpts, reads int64) {
+	ended := func(svc *thread.Service, runID, parent, msgID string, keep func([]recorder.Event) *thread.KeptEvents, ckpts, reads int64) {
 		t.Helper()
 		r, evs := storeRun(t, svc, "t", runID, parent, chatRun("t", runID, msgID)...)
 		store.checkpoints.Store(0)
@@ -548,20 +563,20 @@ func TestCheckpointEnded(t *testing.T) {
 			t.Fatalf("CheckpointEnded(%s): %d checkpoint, %d event and %d own run reads; want %d, %d and 0", runID, c, e, rr, ckpts, reads)
 		}
 	}
-	all := func(evs []recorder.Event) []recorder.Event { return evs }
-	none := func([]recorder.Event) []recorder.Event { return nil }
+	all := func(evs []recorder.Event) *thread.KeptEvents { return keptOf(t, evs) }
+	none := func([]recorder.Event) *thread.KeptEvents { return nil }
 	for i := 1; i <= 6; i++ {
 		ended(s, fmt.Sprintf("r%d", i), "", fmt.Sprintf("m%d", i), all, 0, 0)
 	}
 	for i := 7; i <= 9; i++ {
 		ended(s, fmt.Sprintf("r%d", i), "", fmt.Sprintf("m%d", i), none, 0, 1)
 	}
-	// Records missing one event, or out of order: read back.
-	ended(s, "r10", "", "m10", func(evs []recorder.Event) []recorder.Event { return evs[1:] }, 0, 1)
-	ended(s, "r11", "", "m11", func(evs []recorder.Event) []recorder.Event {
-		evs = slices.Clone(evs)
-		evs[1], evs[2] = evs[2], evs[1]
-		return evs
+	// Kept events missing the last one, or one more than the run's last seq: read back.
+	ended(s, "r10", "", "m10", func(evs []recorder.Event) *thread.KeptEvents { return keptOf(t, evs[:len(evs)-1]) }, 0, 1)
+	ended(s, "r11", "", "m11", func(evs []recorder.Event) *thread.KeptEvents {
+		k := keptOf(t, evs)
+		k.Add("CUSTOM", []byte(`{"type":"CUSTOM","name":"x","value":1}`))
+		return k
 	}, 0, 1)
 	ended(s, "r12", "", "m12", all, 0, 0)
 	ended(s, "fork", "r3", "mf", all, 2, 0)

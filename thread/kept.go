@@ -2,6 +2,8 @@ package thread
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unsafe"
 
 	"github.com/agui-proxy/agui-proxy/compact"
@@ -84,7 +86,10 @@ func (k *KeptEvents) Add(typ string, data []byte) {
 func sharedPrefix(a, b []byte) int {
 	n := min(len(a), len(b))
 	i := 0
-	for i+8 <= n && string(a[i:i+8]) == string(b[i:i+8]) {
+	for i+8 <= n {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
 		i += 8
 	}
 	for i < n && a[i] == b[i] {
@@ -97,6 +102,12 @@ func sharedPrefix(a, b []byte) int {
 func sharedSuffix(a, b []byte) int {
 	n := min(len(a), len(b))
 	i := 0
+	for i+8 <= n {
+		if x := binary.BigEndian.Uint64(a[len(a)-i-8:]) ^ binary.BigEndian.Uint64(b[len(b)-i-8:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
+		i += 8
+	}
 	for i < n && a[len(a)-1-i] == b[len(b)-1-i] {
 		i++
 	}

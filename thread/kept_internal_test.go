@@ -32,3 +32,39 @@ func TestUnalias(t *testing.T) {
 	}
 	unalias(out, nil) // nothing kept: nothing to do
 }
+
+// TestSharedPrefixSuffix: the word-at-a-time comparisons agree with a byte-at-a-time count,
+// for every split of differing bytes around an equal middle.
+func TestSharedPrefixSuffix(t *testing.T) {
+	slow := func(a, b []byte, suffix bool) int {
+		n := 0
+		for n < len(a) && n < len(b) {
+			x, y := a[n], b[n]
+			if suffix {
+				x, y = a[len(a)-1-n], b[len(b)-1-n]
+			}
+			if x != y {
+				break
+			}
+			n++
+		}
+		return n
+	}
+	base := []byte(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"0123456789abcdef"}`)
+	for i := 0; i <= len(base); i++ {
+		for j := 0; j <= len(base); j += 3 {
+			a := append([]byte(nil), base[:i]...)
+			b := append([]byte(nil), base...)
+			if j < len(b) {
+				b[j] ^= 0x20
+			}
+			if got, want := sharedPrefix(a, b), slow(a, b, false); got != want {
+				t.Fatalf("sharedPrefix(%q, %q) = %d, want %d", a, b, got, want)
+			}
+			a = append([]byte(nil), base[len(base)-i:]...)
+			if got, want := sharedSuffix(a, b), slow(a, b, true); got != want {
+				t.Fatalf("sharedSuffix(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}

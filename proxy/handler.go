@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,17 @@ func New(cfg Config) (*Handler, error) {
 		h.store = recorder.NewMemoryStore(recorder.MemoryConfig{})
 		h.ownStore = true
 	}
+	var lease *recorder.WriterLease
+	if _, ok := h.store.(recorder.Leaser); ok {
+		// A run that streams has its lease renewed by its appends (on a store that can), so
+		// the lease loop renews only the quiet ones (renewAll); a stop request reaches the run
+		// with its next append instead of the next renewal.
+		lease = &recorder.WriterLease{Node: cfg.Node, TTL: leaseTTL(cfg.LeaseInterval), OnStop: func(run recorder.Run) {
+			if rn := h.runs.get(run.ThreadID, run.RunID); rn != nil {
+				rn.cancel(thread.ErrStopped)
+			}
+		}}
+	}
 	h.writer = recorder.NewWriter(recorder.WriterConfig{
 		Store:             h.store,
 		Durability:        cfg.Durability,
@@ -75,6 +87,7 @@ func New(cfg Config) (*Handler, error) {
 		FullWait:          cfg.RecorderFullWait,
 		Linger:            recorderLinger(cfg.RecorderLinger, recorder.DefaultLinger),
 		BusyLinger:        recorderLinger(cfg.RecorderBusyLinger, recorder.DefaultBusyLinger),
+		Lease:             lease,
 		Logger:            cfg.Logger,
 	})
 	transport := cfg.Transport
@@ -306,7 +319,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	cctx, ccancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 	meta, err := h.threads.StartRun(cctx, recorder.Run{
 		ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID, Owner: owner, Title: agui.Title(in.Messages),
-		Node: h.cfg.Node, LeaseUntil: time.Now().Add(3 * h.cfg.LeaseInterval),
+		Node: h.cfg.Node, LeaseUntil: time.Now().Add(leaseTTL(h.cfg.LeaseInterval)),
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), problem.ErrStoreTimeout) {
 		err = fmt.Errorf("%w: creating the run: %w", problem.ErrStoreUnavailable, problem.ErrStoreTimeout)
@@ -583,19 +596,29 @@ func (h *Handler) renewLeases() {
 			return
 		case <-t.C:
 		}
-		h.renewAll(time.Now().Add(3 * h.cfg.LeaseInterval))
+		h.renewAll(time.Now())
 	}
 }
+
+// leaseTTL is how long a renewed lease lasts: three renewal intervals, so that a renewal or
+// two may fail (or find the store slow) before another replica may take the run for orphaned.
+func leaseTTL(interval time.Duration) time.Duration { return 3 * interval }
 
 // leaseRenewers bounds the lease renewals in flight at once: a store that coalesces calls
 // (Redis) sends them in a few pipelines, so thousands of runs are renewed in a few round
 // trips instead of one after the other.
 const leaseRenewers = 64
 
-// renewAll renews the lease of every live run, leaseRenewers at a time, and stops the runs
-// another replica asked to stop. It returns when every renewal has ended.
-func (h *Handler) renewAll(until time.Time) {
-	runs := h.runs.list()
+// renewAll renews, as of now, the lease of every live run that no append renewed within the
+// last interval (recorder.WriterLease: a streaming run's appends hold its lease, until at
+// least two intervals from now), leaseRenewers at a time, and stops the runs another replica
+// asked to stop. It returns when every renewal has ended.
+func (h *Handler) renewAll(now time.Time) {
+	until := now.Add(leaseTTL(h.cfg.LeaseInterval))
+	since := now.Add(-h.cfg.LeaseInterval)
+	runs := slices.DeleteFunc(h.runs.list(), func(rn *run) bool {
+		return h.writer.LeasedSince(rn.meta.ThreadID, rn.meta.RunID, since)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.LeaseInterval)
 	defer cancel()
 	if bl, ok := h.leaser.(recorder.BatchLeaser); ok {

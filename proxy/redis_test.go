@@ -273,3 +273,94 @@ func TestRedisStopFromOtherReplica(t *testing.T) {
 	close(agent.emit)
 	drain(other)
 }
+
+// leaseCounter is a RedisStore that counts, per run id, the lease renewals of the proxy's
+// lease loop (RenewLeases), to tell them from the renewals carried by appends.
+type leaseCounter struct {
+	*recorder.RedisStore
+	mu      sync.Mutex
+	renewed map[string]int
+}
+
+func (c *leaseCounter) RenewLeases(ctx context.Context, node string, until time.Time, runs []recorder.RunRef) ([]recorder.LeaseOutcome, error) {
+	c.mu.Lock()
+	for _, r := range runs {
+		c.renewed[r.RunID]++
+	}
+	c.mu.Unlock()
+	return c.RedisStore.RenewLeases(ctx, node, until, runs)
+}
+
+func (c *leaseCounter) count(runID string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.renewed[runID]
+}
+
+// TestRedisStreamingRunLeasedByAppends: on Redis, a run that streams holds its lease through
+// its appends, so the lease loop leaves it alone while it renews a quiet run at every turn;
+// the streaming run's lease stays current in the store, and a stop posted to another replica
+// reaches it with its next append.
+func TestRedisStreamingRunLeasedByAppends(t *testing.T) {
+	srv := redistest.Start(t)
+	store := &leaseCounter{RedisStore: newRedisStore(t, srv), renewed: map[string]int{}}
+	streaming, quiet := startStepAgent(t), startStepAgent(t)
+	const interval = 100 * time.Millisecond
+	cfg := Config{Store: store, LeaseInterval: interval}
+	cfgA, cfgB := cfg, cfg
+	cfgA.Node, cfgB.Node = "node-a", "node-b"
+	_, pxA := startProxy(t, streaming.URL, cfgA)
+	_, pxB := startProxy(t, quiet.URL, cfgB)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	resA := runtest.PostRun(t, ctx, pxA.URL, runtest.RunBody("t-a", "r-a", "chat"), nil)
+	defer resA.Body.Close()
+	resB := runtest.PostRun(t, ctx, pxB.URL, runtest.RunBody("t-b", "r-b", "chat"), nil)
+	defer resB.Body.Close()
+	waitRun(t, store, "t-a", "r-a")
+	waitRun(t, store, "t-b", "r-b")
+	// r-a streams an event every 10 ms while the loop turns eight times or more.
+	for store.count("r-b") < 8 {
+		select {
+		case streaming.emit <- "w ":
+		case <-ctx.Done():
+			t.Fatal("the quiet run's lease was not renewed eight times in time")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := store.count("r-a"); n > 2 {
+		t.Errorf("the lease loop renewed the streaming run %d times while it renewed the quiet one %d: its appends did not hold its lease", n, store.count("r-b"))
+	}
+	if r, err := store.Run(ctx, "t-a", "r-a"); err != nil || r.Node != "node-a" || r.LeaseUntil.Before(time.Now().Add(interval)) {
+		t.Errorf("streaming run = node %q lease until %v (%v), want node-a and a lease at least one interval ahead", r.Node, r.LeaseUntil, err)
+	}
+	res, err := http.Post(pxB.URL+"/agui/threads/t-a/runs/r-a/stop", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("stop on replica B = %d, want 202", res.StatusCode)
+	}
+	renewedBefore := store.count("r-a")
+	go func() { // keep r-a streaming until its stream ends
+		for {
+			select {
+			case streaming.emit <- "w ":
+				time.Sleep(10 * time.Millisecond)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	b, _ := io.ReadAll(resA.Body)
+	cancel()
+	if !strings.Contains(string(b), "CANCELLED") {
+		t.Fatalf("the stopped run's stream ended without RUN_ERROR CANCELLED:\n%s", b)
+	}
+	if n := store.count("r-a"); n > renewedBefore+1 {
+		t.Errorf("the stop took %d lease-loop renewals of the streaming run to arrive, want it carried by an append", n-renewedBefore)
+	}
+	close(quiet.emit)
+	drain(resB)
+}

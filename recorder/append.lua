@@ -7,6 +7,10 @@
 --   KEYS[i]; every KEYS[i] of one call shares a slot, as Redis Cluster requires).
 -- ARGV[1] now ms   ARGV[2] TTL ms (0: keep)   ARGV[3] MAXLEN (0: no trim)
 -- ARGV[4] 1 when each run carries what re-creating it takes, else 0
+-- ARGV[5] node ('' for none)   ARGV[6] lease expiry, ms since the epoch: when a node is given,
+--   the lease of every running run that stores events is renewed as renew_leases.lua renews
+--   it (node, lease), in the HSET the run takes anyway: a run that streams holds its lease
+--   through its appends, without a renewal of its own.
 -- then for each run, in KEYS order:
 --   epoch, [parentRunId, owner, route, status, createdAt ms: only when ARGV[4] is 1],
 --   the number n of its events, then n triples in seq order: seq, type, frame bytes,
@@ -15,26 +19,30 @@
 --   run's events in the same call, so a run's last events and its end cost one round trip
 --   and are never seen apart.
 --
--- Returns, for each run, in KEYS order, three integers: stored, recreated and finished.
+-- Returns, for each run, in KEYS order, four integers: stored, recreated, finished and stop.
 -- stored is how many events were added (events whose seq is not above the run's "last" are
 -- skipped, so a retried batch never duplicates); -1 when the run hash holds another epoch (the id now names another
 -- run, and these events are not its); -2 when the run hash is missing and ARGV[4] is 0 (nothing
 -- was written for that run: the caller sends it again with what re-creating it takes).
 -- recreated is 1 when the run's metadata was missing and had to be re-created (a data loss).
 -- finished is 1 when the run's finish was applied (0 when it has none, and with stored -1 or
--- -2: then nothing was written for the run).
+-- -2: then nothing was written for the run). stop is 1 when the run's lease was renewed, 0 when
+-- not (no node given, no event stored, the run not running, stored -1 or -2), and 2 when it was
+-- renewed and RequestStop (stop.lua) was called for the run, as renew_leases.lua answers.
 -- A run that stored events ends with a sharded publish of its last seq on the channel named
 -- like its events stream (the live tail listens there; pcall: a server without SPUBLISH,
 -- Redis 6, just has no tail notification).
 --
--- Per run and batch this costs an HMGET, an XADD per event, an HSET and the SPUBLISH: the
+-- Per run and batch this costs an HMGET, an XADD per event, an HSET and the SPUBLISH (the lease
+-- adds two fields to the HSET): the
 -- first XADD after stored events says NOMKSTREAM, which finds a stream that vanished (evicted
 -- or expired while the metadata stayed) without an EXISTS; a server without NOMKSTREAM (Redis
 -- before 6.2) checks with EXISTS instead.
 local now, ttl, maxlen, full = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+local node, lease = ARGV[5], ARGV[6]
 local out = {}
 local refreshed = {}
-local a = 5
+local a = 7
 
 -- addgap returns gaps with the range from-to added.
 local function addgap(gaps, from, to)
@@ -81,13 +89,15 @@ for k = 1, #KEYS do
     a = a + 1
   end
 
-  local meta = redis.call('HMGET', runkey, 'epoch', 'last', 'gaps')
+  local meta = redis.call('HMGET', runkey, 'epoch', 'last', 'gaps', 'status', 'stop')
   local last, gaps, oldgaps = 0, '', nil
   local recreated = 0
   local skip = false
+  local leased = 0 -- the stop answer: 1 renewed, 2 renewed and asked to stop
   if not meta[1] then
     if not full then
       out[#out + 1] = -2
+      out[#out + 1] = 0
       out[#out + 1] = 0
       out[#out + 1] = 0
       skip = true
@@ -113,6 +123,7 @@ for k = 1, #KEYS do
     end
   elseif meta[1] ~= epoch then
     out[#out + 1] = -1
+    out[#out + 1] = 0
     out[#out + 1] = 0
     out[#out + 1] = 0
     skip = true
@@ -163,6 +174,17 @@ for k = 1, #KEYS do
         gaps = addgap(gaps, last + 1, want)
       end
       redis.call('HSET', runkey, 'last', lastArg, 'updated', now, 'gaps', gaps, 'status', fin, 'detail', detail)
+    elseif stored > 0 and node ~= '' and meta[4] == 'running' then
+      -- Renewed as renew_leases.lua renews a running run's lease.
+      leased = 1
+      if meta[5] == '1' then
+        leased = 2
+      end
+      if gaps ~= oldgaps then
+        redis.call('HSET', runkey, 'last', lastArg, 'updated', now, 'gaps', gaps, 'node', node, 'lease', lease)
+      else
+        redis.call('HSET', runkey, 'last', lastArg, 'updated', now, 'node', node, 'lease', lease)
+      end
     elseif gaps ~= oldgaps then
       redis.call('HSET', runkey, 'last', lastArg, 'updated', now, 'gaps', gaps)
     else
@@ -198,6 +220,7 @@ for k = 1, #KEYS do
     out[#out + 1] = stored
     out[#out + 1] = recreated
     out[#out + 1] = fin and 1 or 0
+    out[#out + 1] = leased
   end
 end
 return out

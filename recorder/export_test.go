@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -56,5 +57,20 @@ func AppendFinish(ctx context.Context, s *RedisStore, batches []Batch, fins []*F
 		}
 		ops = append(ops, &finishOp{status: f.Status, detail: f.Detail, lastSeq: f.LastSeq})
 	}
-	return s.appendFinish(ctx, batches, ops)
+	return s.appendFinish(ctx, batches, ops, nil, nil)
+}
+
+// AppendLeased is RedisStore.appendFinish with a lease for tests: it returns, per batch, 0
+// when its run's lease was not renewed, 1 when it was, 2 when it was and the run was asked
+// to stop.
+func AppendLeased(ctx context.Context, s *RedisStore, batches []Batch, node string, until time.Time) ([]int, error) {
+	out := make([]appendOutcome, len(batches))
+	if err := s.appendFinish(ctx, batches, nil, &appendLease{node: node, untilMs: leaseMs(until)}, out); err != nil {
+		return nil, err
+	}
+	res := make([]int, len(out))
+	for i, o := range out {
+		res[i] = int(o)
+	}
+	return res, nil
 }

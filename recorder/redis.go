@@ -463,13 +463,16 @@ func (s *RedisStore) DeleteRun(ctx context.Context, threadID, runID string) erro
 // it takes. After a Redis restart the script cache is empty: the pipeline is then sent again
 // with EVAL, which is safe because the script skips seqs already stored.
 func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
-	return s.appendFinish(ctx, batches, nil)
+	return s.appendFinish(ctx, batches, nil, nil, nil)
 }
 
 // appendFinish implements appendFinisher: Append, and each run whose fins entry is not nil
 // finished (FinishRun's rules) in the same script call, after its events, so a run's last
-// events and its end take one round trip. fins is nil or as long as batches.
-func (s *RedisStore) appendFinish(ctx context.Context, batches []Batch, fins []*finishOp) error {
+// events and its end take one round trip. fins is nil or as long as batches. With a lease,
+// every running run that stores events has its lease renewed by the same call, and out (as
+// long as batches) says for each batch whether its run's was, and whether it was asked to
+// stop.
+func (s *RedisStore) appendFinish(ctx context.Context, batches []Batch, fins []*finishOp, lease *appendLease, out []appendOutcome) error {
 	keys := make([]string, 0, len(batches))
 	for _, b := range batches {
 		if err := validateRun(b.Run); err != nil {
@@ -492,9 +495,9 @@ func (s *RedisStore) appendFinish(ctx context.Context, batches []Batch, fins []*
 	for i := range all {
 		all[i] = i
 	}
-	missing, err := s.appendCalls(ctx, batches, fins, keys, all, false)
+	missing, err := s.appendCalls(ctx, batches, fins, keys, all, false, lease, out)
 	if err == nil && len(missing) > 0 {
-		_, err = s.appendCalls(ctx, batches, fins, keys, missing, true)
+		_, err = s.appendCalls(ctx, batches, fins, keys, missing, true, lease, out)
 	}
 	return err
 }
@@ -537,9 +540,10 @@ func (s *RedisStore) runKey(threadID, runID string) (string, error) {
 }
 
 // appendCalls stores the batches listed in which (indices into batches and keys) with one
-// append.lua call per slot, in one pipeline; full sends what re-creating a lost run takes. It
+// append.lua call per slot, in one pipeline; full sends what re-creating a lost run takes;
+// lease, when not nil, is renewed for the runs that store events (their outcomes in out). It
 // returns the batches answered -2 (metadata missing, not sent in full).
-func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*finishOp, keys []string, which []int, full bool) ([]int, error) {
+func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*finishOp, keys []string, which []int, full bool, lease *appendLease, out []appendOutcome) ([]int, error) {
 	groups := s.callGroups(keys, which, 0)
 	// Each call is the whole command, EVALSHA sha numkeys keys... argv..., sent with Do: the
 	// script helpers would copy every argument into a slice of their own.
@@ -550,8 +554,12 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 	if full {
 		fullFlag = 1
 	}
+	node, untilMs := "", int64(0)
+	if lease != nil {
+		node, untilMs = lease.node, lease.untilMs
+	}
 	for g, idx := range groups {
-		n := 4
+		n := 6
 		for _, i := range idx {
 			n += 5 + 3*len(batches[i].Events)
 			if full {
@@ -565,7 +573,7 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 		for _, i := range idx {
 			c = append(c, &keys[i])
 		}
-		c = append(c, now, s.ttlMs, s.maxLen, fullFlag)
+		c = append(c, now, s.ttlMs, s.maxLen, fullFlag, node, untilMs)
 		for _, i := range idx {
 			b := &batches[i]
 			c = append(c, &b.Run.Epoch)
@@ -613,18 +621,22 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 	for g, c := range cmds {
 		res, _ := c.(*redis.Cmd).Slice()
 		for j, i := range groups[g] {
-			if len(res) < 3*j+3 {
+			if len(res) < 4*j+4 {
 				break
 			}
 			b := batches[i]
-			switch n, _ := res[3*j].(int64); n {
+			if out != nil {
+				l, _ := res[4*j+3].(int64)
+				out[i] = appendOutcome(l)
+			}
+			switch n, _ := res[4*j].(int64); n {
 			case -1:
 				s.log.Warn("recorder: events for a run id now used by another run were dropped",
 					"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID, "epoch", b.Run.Epoch, "events", len(b.Events))
 			case -2:
 				missing = append(missing, i)
 			}
-			if r, _ := res[3*j+1].(int64); r == 1 {
+			if r, _ := res[4*j+1].(int64); r == 1 {
 				s.log.Warn("recorder: run metadata was missing in Redis (data loss); re-created it with a gap",
 					"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID)
 			}

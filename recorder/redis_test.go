@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -616,5 +617,73 @@ func TestRedisCompactShrinks(t *testing.T) {
 	}
 	if n, err := c.Exists(ctx, packed).Result(); err != nil || n != 0 {
 		t.Errorf("EXISTS of the packed events after DeleteRun = %d, %v, want 0", n, err)
+	}
+}
+
+// TestRedisAppendRenewsLease: an append given a lease renews, in the same script call, the
+// lease of each running run that stores events, as RenewLeases would (node and expiry), and
+// answers 2 for a run asked to stop; a run that stores nothing (a batch sent again) or is no
+// longer running keeps the lease it had, and an append without a lease touches none.
+func TestRedisAppendRenewsLease(t *testing.T) {
+	s := newRedisStore(t, recorder.RedisConfig{URL: redistest.Start(t).URL(), Prefix: uniquePrefix()})
+	ctx := t.Context()
+	runs := make([]recorder.Run, 4)
+	for i := range runs {
+		if _, err := s.CreateRun(ctx, recorder.Run{ThreadID: fmt.Sprintf("t%d", i), RunID: "r", Epoch: recorder.NewEpoch()}, recorder.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Run(ctx, fmt.Sprintf("t%d", i), "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = r
+	}
+	ev := func(seq int64) []recorder.Event {
+		return []recorder.Event{{Seq: seq, Type: "CUSTOM", Frame: []byte(`data: {"type":"CUSTOM","name":"x","value":1}` + "\n\n")}}
+	}
+	lease := func(i int) (string, time.Time) {
+		t.Helper()
+		r, err := s.Run(ctx, runs[i].ThreadID, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Node, r.LeaseUntil
+	}
+	if err := s.RequestStop(ctx, "t1", "r"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, "t2", "r", recorder.StatusFinished, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	until := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
+	// t0 running, t1 asked to stop, t2 finished, t3 running without events in this batch.
+	out, err := recorder.AppendLeased(ctx, s, []recorder.Batch{{Run: runs[0], Events: ev(1)}, {Run: runs[1], Events: ev(1)}, {Run: runs[2], Events: ev(1)}, {Run: runs[3]}}, "node-a", until)
+	if err != nil || !slices.Equal(out, []int{1, 2, 0, 0}) {
+		t.Fatalf("AppendLeased = %v, %v, want [1 2 0 0]", out, err)
+	}
+	for i, want := range []string{"node-a", "node-a", "", ""} {
+		if node, at := lease(i); node != want || (want != "" && !at.Equal(until)) {
+			t.Errorf("run %d: lease %q until %v, want %q until %v", i, node, at, want, until)
+		}
+	}
+	// The same batch again stores nothing: no renewal. A plain Append renews nothing either.
+	later := until.Add(time.Minute)
+	if out, err = recorder.AppendLeased(ctx, s, []recorder.Batch{{Run: runs[0], Events: ev(1)}}, "node-b", later); err != nil || out[0] != 0 {
+		t.Fatalf("AppendLeased(same events again) = %v, %v, want [0]", out, err)
+	}
+	if err := s.Append(ctx, []recorder.Batch{{Run: runs[0], Events: ev(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if node, at := lease(0); node != "node-a" || !at.Equal(until) {
+		t.Errorf("after a batch sent again and a plain append: lease %q until %v, want node-a until %v", node, at, until)
+	}
+	if out, err = recorder.AppendLeased(ctx, s, []recorder.Batch{{Run: runs[0], Events: ev(3)}}, "node-b", later); err != nil || out[0] != 1 {
+		t.Fatalf("AppendLeased(new event) = %v, %v, want [1]", out, err)
+	}
+	if node, at := lease(0); node != "node-b" || !at.Equal(later) {
+		t.Errorf("lease %q until %v, want node-b until %v", node, at, later)
+	}
+	if evs, err := s.Events(ctx, "t0", "r", 0, 0); err != nil || len(evs) != 3 {
+		t.Errorf("events of t0 = %d, %v, want 3", len(evs), err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,9 +97,25 @@ type WriterConfig struct {
 	// RetryMin and RetryMax bound the exponential backoff after a store error (defaults
 	// DefaultRetryMin, DefaultRetryMax).
 	RetryMin, RetryMax time.Duration
+	// Lease, when set, renews the lease of every running run whose events a batch stores, in
+	// the same store call, on a store that can (RedisStore; others ignore it): a run that
+	// streams holds its lease through its appends, and the caller's lease loop renews only
+	// the runs LeasedSince does not vouch for.
+	Lease *WriterLease
 	// Logger receives outage, recovery and overflow messages (nil: discard). Each outage is
 	// logged once when it starts and once when it ends; each run's overflow once.
 	Logger *slog.Logger
+}
+
+// WriterLease is the lease a Writer's appends renew (WriterConfig.Lease), as
+// Leaser.RenewLease renews it: the run is pumped by Node until TTL after the append.
+type WriterLease struct {
+	Node string
+	TTL  time.Duration
+	// OnStop is called, from the Writer's goroutine, for a run whose append found that
+	// RequestStop was called for it (as RenewLease reports it); it must not block. Called
+	// again for each of the run's later appends until the run finishes.
+	OnStop func(Run)
 }
 
 // WriterStats are the Writer's counters since it started.
@@ -172,6 +189,10 @@ type Writer struct {
 
 	batcher  batcher // the writer goroutine's
 	lastRuns int     // runs whose events the last batch carried (the writer goroutine's)
+	// leased is when each running run's lease was last renewed by an append (WriterConfig.Lease),
+	// under mu; a run's entry goes when its finish is stored.
+	leased   map[runID]time.Time
+	outcomes []appendOutcome // the writer goroutine's, reused
 
 	wake    chan struct{} // cap 1: something was queued or Shutdown started
 	hurry   chan struct{} // cap 1: Linger must end (a caller waits, the queue is a full batch)
@@ -208,6 +229,7 @@ func NewWriter(cfg WriterConfig) *Writer {
 		cfg: cfg, log: log,
 		progress: make(chan struct{}),
 		overflow: map[runID]bool{},
+		leased:   map[runID]time.Time{},
 		wake:     make(chan struct{}, 1),
 		hurry:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -619,10 +641,37 @@ func (w *Writer) lingerLeft(lastStart time.Time) time.Duration {
 
 // appendFinisher is a Store that stores a batch's events and finishes runs in one round trip
 // (RedisStore: the append script applies FinishRun's rules to a run after its events).
-// fins[i], when not nil, is the finish of batches[i]'s run. Like Append it is idempotent, so
-// a failed call is sent again whole.
+// fins[i], when not nil, is the finish of batches[i]'s run. With a lease (not nil), the
+// same call renews the lease of each running run that stores events, and out[i] (out is as
+// long as batches) says whether batches[i]'s run's was. Like Append it is idempotent, so a
+// failed call is sent again whole.
 type appendFinisher interface {
-	appendFinish(ctx context.Context, batches []Batch, fins []*finishOp) error
+	appendFinish(ctx context.Context, batches []Batch, fins []*finishOp, lease *appendLease, out []appendOutcome) error
+}
+
+// appendLease is the lease an append renews: node, and the expiry in ms since the epoch.
+type appendLease struct {
+	node    string
+	untilMs int64
+}
+
+// appendOutcome is what an append with a lease did to one batch's run's lease.
+type appendOutcome int8
+
+// The outcomes, as append.lua answers them.
+const (
+	appendNotLeased appendOutcome = iota // not renewed (no event stored, the run not running)
+	appendLeased                         // renewed
+	appendStop                           // renewed, and RequestStop was called for the run
+)
+
+// LeasedSince reports whether an append renewed the lease of run threadID/run at t or
+// later (WriterConfig.Lease): its lease then runs until TTL after that.
+func (w *Writer) LeasedSince(threadID, run string, t time.Time) bool {
+	w.mu.Lock()
+	at, ok := w.leased[runID{threadID, run}]
+	w.mu.Unlock()
+	return ok && !at.Before(t)
 }
 
 // write stores take (n events plus finishes), retrying until it succeeds; false means the
@@ -679,10 +728,21 @@ func (w *Writer) attemptTogether(af appendFinisher, batches []Batch, fins []*fin
 	}
 	start := time.Now()
 	w.count(func(st *WriterStats) { st.RoundTrips++ })
-	if err := af.appendFinish(w.stopCtx, batches, fins); err != nil {
+	var lease *appendLease
+	var out []appendOutcome
+	if l := w.cfg.Lease; l != nil {
+		lease = &appendLease{node: l.Node, untilMs: leaseMs(start.Add(l.TTL))}
+		out = slices.Grow(w.outcomes[:0], len(batches))[:len(batches)]
+		clear(out)
+		w.outcomes = out
+	}
+	if err := af.appendFinish(w.stopCtx, batches, fins, lease, out); err != nil {
 		return err
 	}
 	d := time.Since(start)
+	if lease != nil {
+		w.noteLeases(batches, fins, out, start)
+	}
 	finished := 0
 	for _, f := range fins {
 		if f != nil {
@@ -755,6 +815,32 @@ func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, fi
 		w.count(func(st *WriterStats) { st.Finished++ })
 	}
 	return nil
+}
+
+// noteLeases records the leases an append renewed at start (out[i] for batches[i]), forgets
+// the runs it finished, and calls OnStop for the runs asked to stop.
+func (w *Writer) noteLeases(batches []Batch, fins []*finishOp, out []appendOutcome, start time.Time) {
+	stops := false
+	w.mu.Lock()
+	for i, b := range batches {
+		k := runID{b.Run.ThreadID, b.Run.RunID}
+		switch {
+		case fins != nil && fins[i] != nil:
+			delete(w.leased, k)
+		case out[i] != appendNotLeased:
+			w.leased[k] = start
+			stops = stops || out[i] == appendStop
+		}
+	}
+	w.mu.Unlock()
+	if !stops || w.cfg.Lease.OnStop == nil {
+		return
+	}
+	for i, b := range batches {
+		if out[i] == appendStop && (fins == nil || fins[i] == nil) {
+			w.cfg.Lease.OnStop(b.Run)
+		}
+	}
 }
 
 func (w *Writer) count(f func(*WriterStats)) {

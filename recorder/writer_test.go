@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -713,4 +714,63 @@ func TestWriterLinger(t *testing.T) {
 		t.Fatalf("Shutdown while lingering: %v", err)
 	}
 	checkStored(t, store, r2, 10)
+}
+
+// TestWriterLease: with WriterConfig.Lease on Redis, the appends of a running run renew its
+// lease (LeasedSince vouches for it from the append's start on, and the run hash holds the
+// node and an expiry TTL later), a stop requested for the run reaches OnStop with its next
+// append, and the run's finish ends what LeasedSince says of it.
+func TestWriterLease(t *testing.T) {
+	s := newRedisStore(t, recorder.RedisConfig{URL: redistest.Start(t).URL(), Prefix: uniquePrefix()})
+	stops := make(chan recorder.Run, 16)
+	w := newTestWriter(t, s, recorder.WriterConfig{Lease: &recorder.WriterLease{Node: "node-w", TTL: time.Hour, OnStop: func(r recorder.Run) { stops <- r }}})
+	ctx := t.Context()
+	r := testRun("t", "r")
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if w.LeasedSince("t", "r", before.Add(-time.Hour)) {
+		t.Fatal("LeasedSince before any append")
+	}
+	if err := w.Append(r, testEvent(r, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !w.LeasedSince("t", "r", before) || w.LeasedSince("t", "r", time.Now().Add(time.Second)) || w.LeasedSince("t", "other", before) {
+		t.Fatal("LeasedSince does not say the append renewed the lease (and only then, only that run's)")
+	}
+	got, err := s.Run(ctx, "t", "r")
+	if err != nil || got.Node != "node-w" || got.LeaseUntil.Before(before.Add(time.Hour-time.Second)) {
+		t.Fatalf("run after a leased append = node %q until %v (%v), want node-w about an hour on", got.Node, got.LeaseUntil, err)
+	}
+	if len(stops) != 0 {
+		t.Fatal("OnStop called for a run nobody asked to stop")
+	}
+	if err := s.RequestStop(ctx, "t", "r"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(r, testEvent(r, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-stops:
+		if got.ThreadID != "t" || got.RunID != "r" {
+			t.Fatalf("OnStop(%s/%s), want t/r", got.ThreadID, got.RunID)
+		}
+	default:
+		t.Fatal("a stop requested for a streaming run did not reach OnStop with its next append")
+	}
+	if err := w.FinishSync(ctx, r, recorder.StatusError, "CANCELLED", 2); err != nil {
+		t.Fatal(err)
+	}
+	if w.LeasedSince("t", "r", before) {
+		t.Fatal("LeasedSince still vouches for a finished run")
+	}
+	checkStored(t, s, r, 2)
 }

@@ -20,17 +20,21 @@ import (
 // the commands Redis executed (INFO commandstats, the commands scripts run included), the
 // network bytes Redis received and sent, the Writer's round trips, and the client's
 // allocations (b.N is the number of events). runs=1 is the quiet soak's batch, runs=16 a busier
-// one; runs=50/per=10 is the no-delay throughput profile (full batches). "lease" is one lease renewal per run every 2 events, the proxy's renewals at the
-// default 2 s interval and one event per second.
+// one; runs=50/per=10 is the no-delay throughput profile (full batches). "lease" is one lease
+// renewal per run every 2 events, the proxy's renewals at the default 2 s interval and one
+// event per second ("lease-batch" all runs' in one call); "lease-append" renews them with the
+// appends instead (WriterConfig.Lease), as the proxy does on Redis.
 func BenchmarkWriterRedisCost(b *testing.B) {
 	for _, runs := range []int{1, 16, 256} {
-		for _, lease := range []leaseMode{noLease, leasePerRun, leaseBatch} {
+		for _, lease := range []leaseMode{noLease, leasePerRun, leaseBatch, leaseAppend} {
 			name := fmt.Sprintf("runs=%d", runs)
 			switch lease {
 			case leasePerRun:
 				name += "/lease"
 			case leaseBatch:
 				name += "/lease-batch"
+			case leaseAppend:
+				name += "/lease-append"
 			}
 			b.Run(name, func(b *testing.B) { benchWriterRedisCost(b, runs, 1, lease) })
 		}
@@ -46,14 +50,19 @@ type leaseMode int
 const (
 	noLease     leaseMode = iota
 	leasePerRun           // RenewLease per run
-	leaseBatch            // one RenewLeases for all runs (what the proxy does on Redis)
+	leaseBatch            // one RenewLeases for all runs (what the proxy did on Redis)
+	leaseAppend           // renewed by the appends (WriterConfig.Lease: what the proxy does on Redis)
 )
 
 func benchWriterRedisCost(b *testing.B, runs, per int, lease leaseMode) {
 	srv := redistest.Start(b)
 	c := srv.Client(b)
 	s := newRedisStore(b, recorder.RedisConfig{URL: srv.URL(), Prefix: "agui"})
-	w := recorder.NewWriter(recorder.WriterConfig{Store: s})
+	cfg := recorder.WriterConfig{Store: s}
+	if lease == leaseAppend {
+		cfg.Lease = &recorder.WriterLease{Node: "node-1", TTL: time.Minute}
+	}
+	w := recorder.NewWriter(cfg)
 	defer w.Shutdown(context.Background())
 	ctx := context.Background()
 	rs := make([]recorder.Run, runs)
@@ -92,7 +101,7 @@ func benchWriterRedisCost(b *testing.B, runs, per int, lease leaseMode) {
 		if err := w.Flush(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if lease != noLease && seq%2 == 0 {
+		if (lease == leasePerRun || lease == leaseBatch) && seq%2 == 0 {
 			if lease == leaseBatch {
 				if _, err := s.RenewLeases(ctx, "node-1", time.Now().Add(time.Minute), refs); err != nil {
 					b.Fatal(err)

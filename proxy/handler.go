@@ -281,8 +281,7 @@ func isRunCandidate(r *http.Request) bool {
 func acceptsEventStream(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
 		for part := range strings.SplitSeq(v, ",") {
-			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
-			if mt == "text/event-stream" {
+			if isEventStreamType(strings.TrimSpace(part)) {
 				return true
 			}
 		}
@@ -290,9 +289,24 @@ func acceptsEventStream(r *http.Request) bool {
 	return false
 }
 
-func isEventStream(h http.Header) bool {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	return mt == "text/event-stream"
+func isEventStream(h http.Header) bool { return isEventStreamType(h.Get("Content-Type")) }
+
+// isEventStreamType reports whether the media type v (with its parameters) is
+// text/event-stream. The usual spellings ("text/event-stream", with "; charset=utf-8") are
+// recognised without mime.ParseMediaType, which allocates a map of the parameters.
+func isEventStreamType(v string) bool {
+	const sse = "text/event-stream"
+	if len(v) >= len(sse) && strings.EqualFold(v[:len(sse)], sse) {
+		rest := v[len(sse):]
+		if rest == "" {
+			return true
+		}
+		if rest[0] != ';' && rest[0] != ' ' && rest[0] != '\t' {
+			return false // text/event-streamx, a longer type
+		}
+	}
+	mt, _, _ := mime.ParseMediaType(v)
+	return mt == sse
 }
 
 type runCtxKey struct{}

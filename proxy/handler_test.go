@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,27 @@ func TestRecorderLinger(t *testing.T) {
 		if got := recorderLinger(c.in, c.def); got != c.want {
 			t.Errorf("recorderLinger(%v, %v) = %v, want %v", c.in, c.def, got, c.want)
 		}
+	}
+}
+
+// TestIsEventStreamType: the fast path and mime.ParseMediaType agree on what is
+// text/event-stream, whatever the case, parameters and spacing; longer types are refused, and
+// a malformed parameter does not hide the type (as before the fast path).
+func TestIsEventStreamType(t *testing.T) {
+	for v, want := range map[string]bool{
+		"text/event-stream": true, "TEXT/Event-Stream": true, "text/event-stream; charset=utf-8": true,
+		"text/event-stream ;charset=utf-8": true, "text/event-stream\t; q=1": true,
+		"text/event-streams": false, "text/event-stream-x": false, "text/event": false, "": false,
+		"application/json": false, "*/*": false,
+		"text/event-stream; =broken": true, // as mime.ParseMediaType: the type, with ErrInvalidMediaParameter
+	} {
+		if got := isEventStreamType(v); got != want {
+			t.Errorf("isEventStreamType(%q) = %v, want %v", v, got, want)
+		}
+	}
+	req := httptest.NewRequest(http.MethodPost, "/", nil)
+	req.Header.Add("Accept", "application/json, text/event-stream;q=0.9")
+	if !acceptsEventStream(req) {
+		t.Error("acceptsEventStream: text/event-stream second in a list not found")
 	}
 }

@@ -712,8 +712,8 @@ func (h *Handler) checkpoint(meta recorder.Run) {
 // terminal event is published: a client starts its next run as soon as it read that event,
 // and the run start then learns the messages the thread holds from this checkpoint (one small
 // read, thread.Service.KnownMessageIDs) instead of computing the branch itself. meta carries
-// the status the run ended with and kept the events the run kept (run.retain; nil when it
-// kept none): thread.Service.CheckpointEnded reads back neither the run's metadata and
+// the status the run ended with, and kept what the run kept of its events (run.retain; nil
+// when it kept none): thread.Service.CheckpointEnded reads back neither the run's metadata and
 // checkpoint nor, given its events, those. It reports whether the checkpoint was stored;
 // when not (the store is slow or failing, ctx ended), the run is queued for the checkpoint
 // loop as before.

@@ -441,10 +441,11 @@ func (r *run) cursor() string {
 	return unsafe.String(unsafe.SliceData(r.idBuf), len(r.idBuf))
 }
 
-// record hands the event (its JSON data, and its frame as recorded) to the writer. In async mode it returns at once unless the
-// recorder's buffer is full: it then waits for room, bounded (recorder.WriterConfig.FullWait),
-// so a fast agent is slowed to the store's pace instead of losing events. In sync mode it
-// returns once the event is stored, or an error when the store did not answer in time.
+// record hands the event (its frame as recorded; data is its JSON, for the run's kept events)
+// to the writer. In async mode it returns at once unless the recorder's buffer is full: it
+// then waits for room, bounded (recorder.WriterConfig.FullWait), so a fast agent is slowed to
+// the store's pace instead of losing events. In sync mode it returns once the event is
+// stored, or an error when the store did not answer in time.
 func (r *run) record(typ string, data, frame []byte) error {
 	if r.h.cfg.DisableRecording {
 		return nil

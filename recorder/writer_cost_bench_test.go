@@ -3,6 +3,7 @@ package recorder_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,15 +21,19 @@ import (
 // the commands Redis executed (INFO commandstats, the commands scripts run included), the
 // network bytes Redis received and sent, the Writer's round trips, and the client's
 // allocations (b.N is the number of events). runs=1 is the quiet soak's batch, runs=16 a busier
-// one; runs=50/per=10 is the no-delay throughput profile (full batches). "lease" is one lease
-// renewal per run every 2 events, the proxy's renewals at the default 2 s interval and one
-// event per second ("lease-batch" all runs' in one call); "lease-append" renews them with the
-// appends instead (WriterConfig.Lease), as the proxy does on Redis.
+// one; runs=50/per=10 is the no-delay throughput profile (full batches). "lease-none" renews no
+// lease; "lease" is one lease renewal per run every 2 events, the proxy's renewals at the
+// default 2 s interval and one event per second ("lease-batch" all runs' in one call);
+// "lease-append" renews them with the appends instead (WriterConfig.Lease), as the proxy does
+// on Redis. With AGUI_BENCH_REDIS_URL set it writes to that server instead of a private one
+// (scripts/redis-cost.sh counts the instructions Redis executes per event under valgrind).
 func BenchmarkWriterRedisCost(b *testing.B) {
 	for _, runs := range []int{1, 16, 256} {
 		for _, lease := range []leaseMode{noLease, leasePerRun, leaseBatch, leaseAppend} {
 			name := fmt.Sprintf("runs=%d", runs)
 			switch lease {
+			case noLease:
+				name += "/lease-none"
 			case leasePerRun:
 				name += "/lease"
 			case leaseBatch:
@@ -54,10 +59,24 @@ const (
 	leaseAppend           // renewed by the appends (WriterConfig.Lease: what the proxy does on Redis)
 )
 
+// benchRedisURL names a Redis server for BenchmarkWriterRedisCost instead of a private one:
+// scripts/redis-cost.sh runs one under valgrind to count the instructions it executes per
+// event (exact, where its CPU time on a shared machine is not).
+const benchRedisURL = "AGUI_BENCH_REDIS_URL"
+
 func benchWriterRedisCost(b *testing.B, runs, per int, lease leaseMode) {
-	srv := redistest.Start(b)
-	c := srv.Client(b)
-	s := newRedisStore(b, recorder.RedisConfig{URL: srv.URL(), Prefix: "agui"})
+	url := os.Getenv(benchRedisURL)
+	if url == "" {
+		url = redistest.Start(b).URL()
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		b.Fatalf("%s: %v", benchRedisURL, err)
+	}
+	c := redis.NewClient(opt)
+	b.Cleanup(func() { c.Close() })
+	// A prefix of its own: a server given by URL outlives one run of the benchmark.
+	s := newRedisStore(b, recorder.RedisConfig{URL: url, Prefix: fmt.Sprintf("agui-bench-%d", time.Now().UnixNano())})
 	cfg := recorder.WriterConfig{Store: s}
 	if lease == leaseAppend {
 		cfg.Lease = &recorder.WriterLease{Node: "node-1", TTL: time.Minute}

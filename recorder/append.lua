@@ -67,7 +67,10 @@ end
 
 for k = 1, #KEYS do
   local runkey = KEYS[k]
-  local base, runid = string.match(runkey, '^(.*}:)run:(.*)$')
+  -- The one '}' of a run key closes its thread's hash tag (ids and the prefix hold no braces):
+  -- a plain find, cheaper than a pattern.
+  local tagEnd = string.find(runkey, '}:run:', 1, true)
+  local base, runid = string.sub(runkey, 1, tagEnd + 1), string.sub(runkey, tagEnd + 6)
   local stream = base .. 'events:' .. runid
   local epoch = ARGV[a]
   local parent, owner, route, status, created

@@ -61,9 +61,12 @@ if exists then
 else
   redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'route', ARGV[5], 'created', ARGV[6])
 end
-redis.call('HSET', KEYS[3], 'epoch', ARGV[3], 'parent', parent, 'status', 'running',
-  'detail', '', 'route', ARGV[5], 'owner', ARGV[4], 'created', ARGV[6], 'updated', ARGV[6],
-  'last', 0, 'gaps', '', 'node', ARGV[9], 'lease', ARGV[10])
+-- The fields every append reads or writes (append.lua: epoch, last, gaps, status, stop; last,
+-- updated, node, lease) come first, and stop is there from the start: a small hash is a list
+-- searched from its head, and a missing field is searched to its end.
+redis.call('HSET', KEYS[3], 'epoch', ARGV[3], 'last', 0, 'updated', ARGV[6], 'status', 'running',
+  'stop', '0', 'node', ARGV[9], 'lease', ARGV[10], 'gaps', '', 'parent', parent,
+  'detail', '', 'route', ARGV[5], 'owner', ARGV[4], 'created', ARGV[6])
 redis.call('RPUSH', KEYS[2], ARGV[1])
 if ARGV[11] ~= '' then
   redis.call('HSETNX', KEYS[1], 'title', ARGV[11])

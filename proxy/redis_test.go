@@ -234,6 +234,19 @@ func TestHostileIDsNeverReachRedis(t *testing.T) {
 	}
 }
 
+// postStop posts a stop for threadID/runID to the proxy at base and expects it accepted (202).
+func postStop(t *testing.T, base, threadID, runID string) {
+	t.Helper()
+	res, err := http.Post(base+"/agui/threads/"+threadID+"/runs/"+runID+"/stop", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("stop of %s/%s on %s = %d, want 202", threadID, runID, base, res.StatusCode)
+	}
+}
+
 // TestRedisStopFromOtherReplica: a stop posted to replica B for a run that replica A pumps is
 // carried by A's lease renewals (one batched renewal for all of A's runs on Redis), and A's
 // client sees the run end with RUN_ERROR CANCELLED while its other run goes on.
@@ -252,14 +265,7 @@ func TestRedisStopFromOtherReplica(t *testing.T) {
 	other := runtest.PostRun(t, t.Context(), pxA.URL, runtest.RunBody("t-go-on", "r-go-on", "chat"), nil)
 	defer other.Body.Close()
 	waitRun(t, store, "t-stop", "r-stop")
-	res, err := http.Post(pxB.URL+"/agui/threads/t-stop/runs/r-stop/stop", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("stop on replica B = %d, want 202", res.StatusCode)
-	}
+	postStop(t, pxB.URL, "t-stop", "r-stop")
 	b, _ := io.ReadAll(stopped.Body)
 	if !strings.Contains(string(b), `"RUN_ERROR"`) || !strings.Contains(string(b), "CANCELLED") {
 		t.Fatalf("the stopped run's stream ended without RUN_ERROR CANCELLED:\n%s", b)
@@ -334,14 +340,7 @@ func TestRedisStreamingRunLeasedByAppends(t *testing.T) {
 	if r, err := store.Run(ctx, "t-a", "r-a"); err != nil || r.Node != "node-a" || r.LeaseUntil.Before(time.Now().Add(interval)) {
 		t.Errorf("streaming run = node %q lease until %v (%v), want node-a and a lease at least one interval ahead", r.Node, r.LeaseUntil, err)
 	}
-	res, err := http.Post(pxB.URL+"/agui/threads/t-a/runs/r-a/stop", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("stop on replica B = %d, want 202", res.StatusCode)
-	}
+	postStop(t, pxB.URL, "t-a", "r-a")
 	renewedBefore := store.count("r-a")
 	go func() { // keep r-a streaming until its stream ends
 		for {

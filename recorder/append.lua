@@ -19,25 +19,24 @@
 --   run's events in the same call, so a run's last events and its end cost one round trip
 --   and are never seen apart.
 --
--- Returns, for each run, in KEYS order, four integers: stored, recreated, finished and stop.
+-- Returns, for each run, in KEYS order, four integers: stored, recreated, finished and lease.
 -- stored is how many events were added (events whose seq is not above the run's "last" are
 -- skipped, so a retried batch never duplicates); -1 when the run hash holds another epoch (the id now names another
 -- run, and these events are not its); -2 when the run hash is missing and ARGV[4] is 0 (nothing
 -- was written for that run: the caller sends it again with what re-creating it takes).
 -- recreated is 1 when the run's metadata was missing and had to be re-created (a data loss).
 -- finished is 1 when the run's finish was applied (0 when it has none, and with stored -1 or
--- -2: then nothing was written for the run). stop is 1 when the run's lease was renewed, 0 when
+-- -2: then nothing was written for the run). lease is 1 when the run's lease was renewed, 0 when
 -- not (no node given, no event stored, the run not running, stored -1 or -2), and 2 when it was
 -- renewed and RequestStop (stop.lua) was called for the run, as renew_leases.lua answers.
 -- A run that stored events ends with a sharded publish of its last seq on the channel named
 -- like its events stream (the live tail listens there; pcall: a server without SPUBLISH,
 -- Redis 6, just has no tail notification).
 --
--- Per run and batch this costs an HMGET, an XADD per event, an HSET and the SPUBLISH (the lease
--- adds two fields to the HSET): the
--- first XADD after stored events says NOMKSTREAM, which finds a stream that vanished (evicted
--- or expired while the metadata stayed) without an EXISTS; a server without NOMKSTREAM (Redis
--- before 6.2) checks with EXISTS instead.
+-- Per run and batch this costs an HMGET, an XADD per event, an HSET (with the lease's two
+-- fields when one is given) and the SPUBLISH: the first XADD after stored events says
+-- NOMKSTREAM, which finds a stream that vanished (evicted or expired while the metadata stayed)
+-- without an EXISTS; a server without NOMKSTREAM (Redis before 6.2) checks with EXISTS instead.
 local now, ttl, maxlen, full = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local node, lease = ARGV[5], ARGV[6]
 local out = {}
@@ -96,7 +95,7 @@ for k = 1, #KEYS do
   local last, gaps, oldgaps = 0, '', nil
   local recreated = 0
   local skip = false
-  local leased = 0 -- the stop answer: 1 renewed, 2 renewed and asked to stop
+  local leased = 0 -- the lease answer: 1 renewed, 2 renewed and asked to stop
   if not meta[1] then
     if not full then
       out[#out + 1] = -2

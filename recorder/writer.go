@@ -190,8 +190,11 @@ type Writer struct {
 	batcher  batcher // the writer goroutine's
 	lastRuns int     // runs whose events the last batch carried (the writer goroutine's)
 	// leased is when each running run's lease was last renewed by an append (WriterConfig.Lease),
-	// under mu; a run's entry goes when its finish is stored.
+	// under leaseMu, not mu: the lease loop asks after every run it pumps, and mu is what each
+	// queued event takes. A run's entry goes when its finish is stored.
+	leaseMu  sync.Mutex
 	leased   map[runID]time.Time
+	lease    appendLease     // the writer goroutine's: the lease its appends renew
 	outcomes []appendOutcome // the writer goroutine's, reused
 
 	wake    chan struct{} // cap 1: something was queued or Shutdown started
@@ -668,9 +671,9 @@ const (
 // LeasedSince reports whether an append renewed the lease of run threadID/run at t or
 // later (WriterConfig.Lease): its lease then runs until TTL after that.
 func (w *Writer) LeasedSince(threadID, run string, t time.Time) bool {
-	w.mu.Lock()
+	w.leaseMu.Lock()
 	at, ok := w.leased[runID{threadID, run}]
-	w.mu.Unlock()
+	w.leaseMu.Unlock()
 	return ok && !at.Before(t)
 }
 
@@ -731,7 +734,8 @@ func (w *Writer) attemptTogether(af appendFinisher, batches []Batch, fins []*fin
 	var lease *appendLease
 	var out []appendOutcome
 	if l := w.cfg.Lease; l != nil {
-		lease = &appendLease{node: l.Node, untilMs: leaseMs(start.Add(l.TTL))}
+		w.lease = appendLease{node: l.Node, untilMs: leaseMs(start.Add(l.TTL))}
+		lease = &w.lease
 		out = slices.Grow(w.outcomes[:0], len(batches))[:len(batches)]
 		clear(out)
 		w.outcomes = out
@@ -821,7 +825,7 @@ func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, fi
 // the runs it finished, and calls OnStop for the runs asked to stop.
 func (w *Writer) noteLeases(batches []Batch, fins []*finishOp, out []appendOutcome, start time.Time) {
 	stops := false
-	w.mu.Lock()
+	w.leaseMu.Lock()
 	for i, b := range batches {
 		k := runID{b.Run.ThreadID, b.Run.RunID}
 		switch {
@@ -832,7 +836,7 @@ func (w *Writer) noteLeases(batches []Batch, fins []*finishOp, out []appendOutco
 			stops = stops || out[i] == appendStop
 		}
 	}
-	w.mu.Unlock()
+	w.leaseMu.Unlock()
 	if !stops || w.cfg.Lease.OnStop == nil {
 		return
 	}

@@ -292,26 +292,25 @@ func parseInfoStats(r *bufio.Reader) (redisInfo, error) {
 	found := false
 	fields := map[string]*int64{"total_commands_processed:": &st.commands, "total_net_input_bytes:": &st.netIn, "total_net_output_bytes:": &st.netOut}
 	for line := range strings.Lines(string(body)) {
-		for name, dst := range fields {
-			if v, ok := strings.CutPrefix(line, name); ok {
-				x, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				if err != nil {
-					return st, fmt.Errorf("redis INFO: %s %w", name, err)
-				}
-				*dst = x
-				found = found || name == "total_commands_processed:"
-			}
+		name, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
 		}
-	}
-	for line := range strings.Lines(string(body)) {
-		for _, name := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if v, ok := strings.CutPrefix(line, name); ok {
-				secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil || !(secs >= 0 && secs <= 1e12) { // NaN fails both
-					return st, fmt.Errorf("redis INFO: %s %q", name, strings.TrimSpace(v))
-				}
-				st.cpuMicros += int64(math.Round(secs * 1e6))
+		name += ":"
+		v = strings.TrimSpace(v)
+		if dst, ok := fields[name]; ok {
+			x, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return st, fmt.Errorf("redis INFO: %s %w", name, err)
 			}
+			*dst = x
+			found = found || name == "total_commands_processed:"
+		} else if name == "used_cpu_sys:" || name == "used_cpu_user:" {
+			secs, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(secs >= 0 && secs <= 1e12) { // NaN fails both
+				return st, fmt.Errorf("redis INFO: %s %q", name, v)
+			}
+			st.cpuMicros += int64(math.Round(secs * 1e6))
 		}
 	}
 	if !found {

@@ -5,6 +5,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/sse"
 
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,6 +46,12 @@ type options struct {
 	// mode): a client that starts its next run as soon as the previous one ended, on the
 	// connection the previous one used when the target keeps it open. 1: one run each.
 	Runs int
+	// History makes the chat mode's runs continue their stream's thread, as a chat client's
+	// do: each POST carries the thread's messages so far (every earlier user message and the
+	// agent's replies) and a new user message, and the proxy works out the run's parent and
+	// which messages are new. Without it each run has a thread of its own (the run start's
+	// cost without the history's).
+	History bool
 	// Attach is the number of attachers per run (fan-out mode): each opens the run attach
 	// stream once the run has started and reads it to its end.
 	Attach int
@@ -146,6 +153,11 @@ type result struct {
 	// NextFirstEvent is FirstEvent over the runs that followed another on their stream (chat
 	// mode, -runs above 1).
 	NextFirstEvent *summary `json:"next_run_first_event,omitempty"`
+	// LastFirstEvent is FirstEvent over the last tenth of each stream's runs (at least its
+	// last run; chat mode): with History, the runs on the longest threads.
+	LastFirstEvent *summary `json:"last_runs_first_event,omitempty"`
+	// History tells whether the chat mode's runs continued their stream's thread (-history).
+	History bool `json:"history,omitempty"`
 	// Dials counts the connections the client opened to the target (the run streams; the
 	// attachers and followers too); DialsPerRun divides it by the runs.
 	Dials       int64          `json:"dials"`
@@ -201,10 +213,11 @@ func splitPhases(lat, sent []int64, start, steadyFrom, closingFrom int64) *phase
 // runStats is what one run saw.
 type runStats struct {
 	events    int64
-	latencies []int64 // receive time minus sentNs, ns
-	sent      []int64 // sentNs of latencies[i] (Unix ns)
-	endNs     int64   // when RUN_FINISHED arrived (Unix ns), 0 when it did not
-	ttfe      int64   // ns, -1 when no event arrived
+	latencies []int64  // receive time minus sentNs, ns
+	sent      []int64  // sentNs of latencies[i] (Unix ns)
+	replies   []string // ids of the messages the agent started (TEXT_MESSAGE_START), with History
+	endNs     int64    // when RUN_FINISHED arrived (Unix ns), 0 when it did not
+	ttfe      int64    // ns, -1 when no event arrived
 	finished  bool
 	err       string // "" when the run ended with RUN_FINISHED
 	refused   bool   // no event stream was opened
@@ -272,10 +285,22 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	tag := start.UnixNano()
 	ramped(ctx, opts.C, opts.Ramp, func(i int) {
 		wg.Go(func() {
-			stats[i*runs] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i), started.Done)
+			var history []json.RawMessage // (History: the thread's messages as its client holds them)
+			if opts.History {
+				history = []json.RawMessage{userMessage(benchRun(tag, i))}
+			}
+			stats[i*runs] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i), history, started.Done)
 			for k := 1; k < runs && ctx.Err() == nil; k++ {
-				next := fmt.Sprintf(".%d", k) // (a thread of its own: the run start's cost, not the history's)
-				stats[i*runs+k] = runOne(ctx, client, u.String(), opts, benchThread(tag, i)+next, benchRun(tag, i)+next, func() {})
+				next := fmt.Sprintf(".%d", k)
+				if !opts.History { // a thread of its own: the run start's cost, not the history's
+					stats[i*runs+k] = runOne(ctx, client, u.String(), opts, benchThread(tag, i)+next, benchRun(tag, i)+next, nil, func() {})
+					continue
+				}
+				for _, id := range stats[i*runs+k-1].replies {
+					history = append(history, assistantMessage(id, opts))
+				}
+				history = append(history, userMessage(benchRun(tag, i)+next))
+				stats[i*runs+k] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i)+next, history, func() {})
 			}
 		})
 	})
@@ -326,9 +351,10 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		URL: u.String(), Scenario: opts.Scenario, Concurrency: opts.C, EventsPerRun: opts.Events,
 		IntervalMs: int(opts.Interval / time.Millisecond), Runs: len(stats), WallSeconds: wall.Seconds(),
 		Errors: map[string]int{}, DurationHit: ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded),
-		RampMs: int(opts.Ramp / time.Millisecond), Fanout: fo, Follow: fol,
+		RampMs: int(opts.Ramp / time.Millisecond), Fanout: fo, Follow: fol, History: opts.History && runs > 1,
 	}
-	var lat, sent, ttfe, nextTTFE []int64
+	var lat, sent, ttfe, nextTTFE, lastTTFE []int64
+	lastFrom := runs - max(1, runs/10) // (the last tenth of each stream's runs)
 	closingFrom := int64(math.MaxInt64)
 	for j, s := range stats {
 		if s.latencies == nil {
@@ -336,6 +362,9 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		}
 		if j%runs > 0 && s.ttfe >= 0 {
 			nextTTFE = append(nextTTFE, s.ttfe)
+			if j%runs >= lastFrom {
+				lastTTFE = append(lastTTFE, s.ttfe)
+			}
 		}
 		res.Events += s.events
 		lat = append(lat, s.latencies...)
@@ -368,8 +397,8 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	}
 	res.Latency, res.FirstEvent = summarize(lat), summarize(ttfe)
 	if runs > 1 {
-		next := summarize(nextTTFE)
-		res.NextFirstEvent = &next
+		next, last := summarize(nextTTFE), summarize(lastTTFE)
+		res.NextFirstEvent, res.LastFirstEvent = &next, &last
 	}
 	if fo != nil {
 		var alat []int64
@@ -465,9 +494,9 @@ func ramped(ctx context.Context, n int, ramp time.Duration, open func(i int)) {
 func benchThread(tag int64, i int) string { return fmt.Sprintf("bench-thread-%d-%d", tag, i) }
 func benchRun(tag int64, i int) string    { return fmt.Sprintf("bench-%d-%d", tag, i) }
 
-// runOne performs run runID on threadID and reads its stream to the end.
-// started is called once: at the first event, or when the run ends without one.
-func runOne(ctx context.Context, client *http.Client, target string, opts options, threadID, runID string, started func()) runStats {
+// runOne performs run runID on threadID with messages (nil: none) and reads its stream to the
+// end. started is called once: at the first event, or when the run ends without one.
+func runOne(ctx context.Context, client *http.Client, target string, opts options, threadID, runID string, messages []json.RawMessage, started func()) runStats {
 	st := runStats{ttfe: -1, latencies: make([]int64, 0, min(opts.Events, 1<<20))}
 	if opts.Ramp > 0 {
 		st.sent = make([]int64, 0, cap(st.latencies))
@@ -478,9 +507,12 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 	if opts.Size > 0 {
 		props["size"] = opts.Size
 	}
+	if messages == nil {
+		messages = []json.RawMessage{}
+	}
 	body, _ := json.Marshal(map[string]any{
 		"threadId": threadID, "runId": runID,
-		"state": map[string]any{}, "messages": []any{}, "tools": []any{}, "context": []any{},
+		"state": map[string]any{}, "messages": messages, "tools": []any{}, "context": []any{},
 		"forwardedProps": props,
 	})
 	start := time.Now()
@@ -535,6 +567,15 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 			}
 		}
 		switch typ, _ := agui.EventType(ev); typ {
+		case agui.TextMessageStart:
+			if len(messages) > 0 {
+				var m struct {
+					MessageID string `json:"messageId"`
+				}
+				if json.Unmarshal(ev, &m) == nil && m.MessageID != "" {
+					st.replies = append(st.replies, m.MessageID)
+				}
+			}
 		case agui.RunFinished:
 			st.finished, st.endNs = true, now.UnixNano()
 		case agui.RunError:
@@ -542,6 +583,19 @@ func runOne(ctx context.Context, client *http.Client, target string, opts option
 			return st
 		}
 	}
+}
+
+// userMessage is the user message a chat client sends to start run runID (History).
+func userMessage(runID string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"id": "user-" + runID, "role": "user", "content": "next question, for run " + runID})
+	return b
+}
+
+// assistantMessage is the agent's reply id as a chat client holds it after the run (History):
+// its text as long as the bench scenario's (events × size), not read from the deltas.
+func assistantMessage(id string, opts options) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"id": id, "role": "assistant", "content": strings.Repeat("x", min(opts.Events*cmp.Or(opts.Size, 80), 1<<20))})
+	return b
 }
 
 // classify turns a transport error into a short, countable kind.

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
 )
 
@@ -74,6 +78,61 @@ func TestBenchChatMode(t *testing.T) {
 		if res.Runs != 10 || res.RunsCompleted != 10 || res.FirstEvent.Count != 10 || res.NextFirstEvent == nil || res.NextFirstEvent.Count != 8 ||
 			res.Dials < minDials || res.Dials > maxDials || res.DialsPerRun != float64(res.Dials)/10 {
 			t.Errorf("closing %v: bench() = %+v (next %+v), want 10 runs completed, 8 next first events, %d..%d connections", closing, res, res.NextFirstEvent, minDials, maxDials)
+		}
+	}
+}
+
+// TestBenchChatHistory: with -history a stream's runs share its thread, and each POST carries
+// what a chat client holds: the earlier user messages and the agent's replies, then a new user
+// message.
+func TestBenchChatHistory(t *testing.T) {
+	demo := demoagent.New(demoagent.Config{})
+	var mu sync.Mutex
+	var posts []*agui.RunInput
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		in, err := agui.DecodeRunInput(body)
+		if err != nil {
+			t.Errorf("posted body %q: %v", body, err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		posts = append(posts, in)
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		demo.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	opts := baseOptions(srv.URL)
+	opts.Runs, opts.Events, opts.History = 3, 2, true
+	res, err := bench(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("bench() error = %v", err)
+	}
+	if res.RunsCompleted != 3 || !res.History || res.LastFirstEvent == nil || res.LastFirstEvent.Count != 1 {
+		t.Fatalf("bench() = %+v (last %+v), want 3 runs completed, history, 1 last first event", res, res.LastFirstEvent)
+	}
+	if len(posts) != 3 {
+		t.Fatalf("%d posts, want 3", len(posts))
+	}
+	var want []string
+	for k, in := range posts {
+		if in.ThreadID != posts[0].ThreadID {
+			t.Errorf("run %d on thread %q, want %q", k, in.ThreadID, posts[0].ThreadID)
+		}
+		if k > 0 {
+			want = append(want, "assistant:msg-"+posts[k-1].RunID+"-1")
+		}
+		want = append(want, "user:user-"+in.RunID)
+		var got []string
+		for _, m := range in.Messages {
+			var msg struct{ ID, Role string }
+			json.Unmarshal(m, &msg)
+			got = append(got, msg.Role+":"+msg.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("run %d messages = %v, want %v", k, got, want)
 		}
 	}
 }

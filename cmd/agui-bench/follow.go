@@ -114,7 +114,7 @@ func runFollow(ctx context.Context, client *http.Client, u *url.URL, opts option
 	next := make([]runStats, opts.C)
 	for i := range opts.C {
 		runs.Go(func() {
-			next[i] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), nextRun(tag, i), func() {})
+			next[i] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), nextRun(tag, i), nil, func() {})
 		})
 	}
 	runs.Wait()

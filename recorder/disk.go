@@ -1226,24 +1226,42 @@ func (s *DiskStore) readEvents(tx *bolt.Tx, threadID, runID string, r *diskRun, 
 func (s *DiskStore) PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error {
 	k := runKey(threadID, runID)
 	return s.writeRun(threadID, runID, func(tx *bolt.Tx, r *diskRun, now time.Time) error {
-		st := s.statsIn(tx)
-		b := tx.Bucket(bucketCkpt)
-		freed, err := deleteCheckpoint(b, k)
-		if err != nil {
-			return err
-		}
-		st.CheckpointBytes += int64(len(data)) - freed
-		first := min(len(data), ckptPiece)
-		if err := b.Put(k, slices.Clone(data[:first])); err != nil {
-			return err
-		}
-		for i, off := uint32(1), first; off < len(data); i, off = i+1, off+ckptPiece {
-			if err := b.Put(ckptPieceKey(k, i), slices.Clone(data[off:min(off+ckptPiece, len(data))])); err != nil {
-				return err
-			}
-		}
-		return s.putStats(tx, st)
+		return s.putCheckpointIn(tx, k, data)
 	})
+}
+
+// AppendCheckpoint implements Store. The checkpoint is written again whole, in its pieces (a
+// disk store writes checkpoints off the runs' way, see proxy.Handler.checkpointsAtEnd).
+func (s *DiskStore) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
+	k := runKey(threadID, runID)
+	return s.writeRun(threadID, runID, func(tx *bolt.Tx, r *diskRun, now time.Time) error {
+		old := readCheckpoint(tx.Bucket(bucketCkpt), k)
+		if old == nil || !bytes.HasPrefix(old, prefix) {
+			return errAbort{fmt.Errorf("checkpoint of run %q in thread %q to append to: %w", runID, threadID, ErrNotFound)}
+		}
+		return s.putCheckpointIn(tx, k, append(old, data...))
+	})
+}
+
+// putCheckpointIn stores data as the checkpoint at k, in pieces, replacing any earlier one.
+func (s *DiskStore) putCheckpointIn(tx *bolt.Tx, k, data []byte) error {
+	st := s.statsIn(tx)
+	b := tx.Bucket(bucketCkpt)
+	freed, err := deleteCheckpoint(b, k)
+	if err != nil {
+		return err
+	}
+	st.CheckpointBytes += int64(len(data)) - freed
+	first := min(len(data), ckptPiece)
+	if err := b.Put(k, slices.Clone(data[:first])); err != nil {
+		return err
+	}
+	for i, off := uint32(1), first; off < len(data); i, off = i+1, off+ckptPiece {
+		if err := b.Put(ckptPieceKey(k, i), slices.Clone(data[off:min(off+ckptPiece, len(data))])); err != nil {
+			return err
+		}
+	}
+	return s.putStats(tx, st)
 }
 
 // ckptPiece is the most bytes of a checkpoint one key holds: a longer one (a segment) is

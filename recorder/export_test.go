@@ -36,6 +36,7 @@ func ScriptSHAs() map[string]string {
 		"finish_run.lua": finishRunScript.Hash(), "delete_run.lua": deleteRunScript.Hash(),
 		"put_checkpoint.lua": putCheckpointScript.Hash(), "lease.lua": leaseScript.Hash(),
 		"stop.lua": stopScript.Hash(), "delete_thread.lua": deleteThreadScript.Hash(),
+		"append_checkpoint.lua": appendCkptScript.Hash(),
 	}
 }
 

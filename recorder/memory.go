@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -506,6 +507,26 @@ func (m *MemoryStore) PutCheckpoint(ctx context.Context, threadID, runID string,
 	m.charge(t, r, int64(len(data)-len(r.checkpoint)))
 	m.checkpointBytes += int64(len(data) - len(r.checkpoint))
 	r.checkpoint = append(make([]byte, 0, len(data)), data...)
+	m.touch(t, now)
+	return nil
+}
+
+// AppendCheckpoint implements Store.
+func (m *MemoryStore) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
+	r, now, err := m.lockRun(threadID, runID)
+	if err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if r.checkpoint == nil || !bytes.HasPrefix(r.checkpoint, prefix) {
+		return fmt.Errorf("checkpoint of run %q in thread %q to append to: %w", runID, threadID, ErrNotFound)
+	}
+	t := m.threads[threadID]
+	m.charge(t, r, int64(len(data)))
+	m.checkpointBytes += int64(len(data))
+	// (In place where the capacity allows: a checkpoint handed out is never longer than it
+	// was, so its readers do not see the bytes appended.)
+	r.checkpoint = append(r.checkpoint, data...)
 	m.touch(t, now)
 	return nil
 }

@@ -33,6 +33,8 @@ var (
 	deleteRunLua string
 	//go:embed put_checkpoint.lua
 	putCheckpointLua string
+	//go:embed append_checkpoint.lua
+	appendCheckpointLua string
 	//go:embed lease.lua
 	leaseLua string
 	//go:embed renew_leases.lua
@@ -47,6 +49,7 @@ var (
 	finishRunScript     = redis.NewScript(finishRunLua)
 	deleteRunScript     = redis.NewScript(deleteRunLua)
 	putCheckpointScript = redis.NewScript(putCheckpointLua)
+	appendCkptScript    = redis.NewScript(appendCheckpointLua)
 	leaseScript         = redis.NewScript(leaseLua)
 	renewLeasesScript   = redis.NewScript(renewLeasesLua)
 	stopScript          = redis.NewScript(stopLua)
@@ -329,6 +332,8 @@ func scriptError(err error, what string) error {
 		return fmt.Errorf("%s: %w", what, ErrRunAlreadyStarted)
 	case redis.HasErrorPrefix(err, "NORUN"):
 		return fmt.Errorf("%s: %w", what, ErrRunNotFound)
+	case redis.HasErrorPrefix(err, "NOCHECKPOINT"):
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	case redis.HasErrorPrefix(err, "BUSY"):
 		return fmt.Errorf("%s: %w", what, ErrThreadBusy)
 	case errors.Is(err, redis.ErrClosed):
@@ -1000,6 +1005,20 @@ func (s *RedisStore) PutCheckpoint(ctx context.Context, threadID, runID string, 
 	}
 	err = putCheckpointScript.Run(ctx, s.r, []string{k.run, k.checkpoint}, data, s.ttlMs).Err()
 	return scriptError(err, fmt.Sprintf("storing checkpoint of run %q in thread %q", runID, threadID))
+}
+
+// AppendCheckpoint implements Store: APPEND in a script, which keeps the run's TTL on the key
+// as PutCheckpoint does.
+func (s *RedisStore) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
+	k, err := keysFor(s.prefix, threadID, runID)
+	if err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	err = appendCkptScript.Run(ctx, s.r, []string{k.run, k.checkpoint}, data, s.ttlMs, prefix).Err()
+	return scriptError(err, fmt.Sprintf("appending to the checkpoint of run %q in thread %q", runID, threadID))
 }
 
 // Checkpoint implements Store.

@@ -207,6 +207,11 @@ type Store interface {
 	// PutCheckpoint stores data as the run's checkpoint (the compacted state at its end),
 	// replacing any earlier one.
 	PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error
+	// AppendCheckpoint appends data to the run's checkpoint if that starts with prefix (a
+	// segment takes one more run's delta without rewriting what it holds). Errors:
+	// ErrNotFound when the run has no checkpoint, or one that does not start with prefix
+	// (nothing is appended then); ErrRunNotFound when the run is gone.
+	AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error
 	// Checkpoint returns the run's checkpoint or ErrNotFound.
 	Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error)
 	// ListThreads returns one page of the threads of q.Owner on q.Route, most recently

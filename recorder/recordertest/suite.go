@@ -707,6 +707,55 @@ func testCheckpoints(t *testing.T, s recorder.Store) {
 	if _, err := s.Checkpoint(t.Context(), "t9", "r1"); !errors.Is(err, recorder.ErrNotFound) {
 		t.Errorf("Checkpoint(t9/r1) = %v, want ErrNotFound", err)
 	}
+	testAppendCheckpoint(t, s)
+}
+
+// testAppendCheckpoint: AppendCheckpoint appends to a checkpoint that starts with the prefix
+// given, and to nothing else; what PutCheckpoint stores next replaces it all.
+func testAppendCheckpoint(t *testing.T, s recorder.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("t1", "a1"))
+	if err := s.AppendCheckpoint(ctx, "t1", "a1", nil, []byte("x")); !errors.Is(err, recorder.ErrNotFound) {
+		t.Errorf("AppendCheckpoint(t1/a1) without a checkpoint = %v, want ErrNotFound", err)
+	}
+	if err := s.AppendCheckpoint(ctx, "t1", "nope", nil, []byte("x")); !errors.Is(err, recorder.ErrRunNotFound) {
+		t.Errorf("AppendCheckpoint(t1/nope) = %v, want ErrRunNotFound", err)
+	}
+	want := []byte("SEG\x00base")
+	if err := s.PutCheckpoint(ctx, "t1", "a1", want); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Checkpoint(ctx, "t1", "a1") // (a copy handed out before the appends stays as it was)
+	for i, add := range [][]byte{[]byte("+d1"), {}, bytes.Repeat([]byte("\xff"), 1<<16), []byte("+d3")} {
+		prefix := []byte("SEG\x00")
+		if i == 1 {
+			prefix = nil // (no prefix: any checkpoint)
+		}
+		if err := s.AppendCheckpoint(ctx, "t1", "a1", prefix, add); err != nil {
+			t.Fatalf("AppendCheckpoint(t1/a1, %.20q) = %v", add, err)
+		}
+		want = append(want, add...)
+	}
+	if !bytes.Equal(got, []byte("SEG\x00base")) {
+		t.Errorf("a checkpoint read before the appends became %.40q", got)
+	}
+	if got, err := s.Checkpoint(ctx, "t1", "a1"); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("Checkpoint(t1/a1) after appends = %d bytes %.40q, %v, want %d bytes %.40q", len(got), got, err, len(want), want)
+	}
+	for _, prefix := range []string{"SEG\x01", "SEG\x00base+d1+d3 and more than it holds"} {
+		if err := s.AppendCheckpoint(ctx, "t1", "a1", []byte(prefix), []byte("no")); !errors.Is(err, recorder.ErrNotFound) {
+			t.Errorf("AppendCheckpoint(t1/a1) with prefix %q = %v, want ErrNotFound", prefix, err)
+		}
+	}
+	if got, _ := s.Checkpoint(ctx, "t1", "a1"); !bytes.Equal(got, want) {
+		t.Errorf("Checkpoint(t1/a1) after refused appends = %d bytes, want %d unchanged", len(got), len(want))
+	}
+	if err := s.PutCheckpoint(ctx, "t1", "a1", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Checkpoint(ctx, "t1", "a1"); string(got) != "new" {
+		t.Errorf("Checkpoint(t1/a1) after PutCheckpoint = %.40q, want %q", got, "new")
+	}
 }
 
 func testDeleteRun(t *testing.T, s recorder.Store) {
@@ -824,6 +873,7 @@ func testHostileIDs(t *testing.T, s recorder.Store) {
 		_, err = s.Events(ctx, id, "r1", 0, 0)
 		check("Events", err)
 		check("PutCheckpoint", s.PutCheckpoint(ctx, "t1", id, nil))
+		check("AppendCheckpoint", s.AppendCheckpoint(ctx, "t1", id, nil, nil))
 		_, err = s.Checkpoint(ctx, id, "r1")
 		check("Checkpoint", err)
 	}
@@ -947,6 +997,7 @@ func testClose(t *testing.T, s recorder.Store) {
 	_, err = s.Events(ctx, "t1", "r1", 0, 0)
 	check("Events", err)
 	check("PutCheckpoint", s.PutCheckpoint(ctx, "t1", "r1", nil))
+	check("AppendCheckpoint", s.AppendCheckpoint(ctx, "t1", "r1", nil, nil))
 	_, err = s.Checkpoint(ctx, "t1", "r1")
 	check("Checkpoint", err)
 	check("Ping", s.Ping(ctx))

@@ -77,6 +77,9 @@ func BenchmarkPrelude(b *testing.B) {
 type noCheckpoints struct{ recorder.Store }
 
 func (noCheckpoints) PutCheckpoint(context.Context, string, string, []byte) error { return nil }
+func (noCheckpoints) AppendCheckpoint(context.Context, string, string, []byte, []byte) error {
+	return recorder.ErrNotFound
+}
 func (noCheckpoints) Checkpoint(context.Context, string, string) ([]byte, error) {
 	return nil, recorder.ErrNotFound
 }

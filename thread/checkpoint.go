@@ -27,6 +27,9 @@ import (
 //     messages of the parent's branch, then these events and these messages";
 //   - every other run's checkpoint is a small pointer naming its segment.
 //
+// A run's delta is appended to its segment as stored (Store.AppendCheckpoint, deltaFrame), so
+// a run's end writes the bytes of its delta and of its pointer, not its segment's, which grow
+// with the thread; a packed segment, or one the store no longer has, is written whole.
 // A segment takes deltas until their bytes pass the larger of segmentGrowth times its base's
 // bytes and segmentMinBytes; the next run then starts a new segment. The bases therefore hold
 // at most 1/segmentGrowth of the deltas' bytes, and a thread's checkpoints grow with what the thread holds, not
@@ -412,7 +415,7 @@ func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, e
 			seg.Deltas = append(seg.Deltas, d)
 			rec.Seg = parent.segRun
 			// The segment first: a pointer stored without it is detected and rebuilt.
-			if err := s.putRecord(ctx, threadID, parent.segRun, &seg); err != nil {
+			if err := s.putSegmentDelta(ctx, threadID, parent, &seg, &d); err != nil {
 				s.log.Warn("could not store a checkpoint segment", "thread_id", threadID, "run_id", parent.segRun, "err", err)
 				return b
 			}
@@ -437,6 +440,19 @@ func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, e
 		}
 	}
 	return b
+}
+
+// putSegmentDelta stores seg, parent's segment with d added: by appending d to the stored
+// segment (the bytes of one run's delta, where the segment's grow with the thread), or, when
+// that segment is packed or not there, by writing seg whole.
+func (s *Service) putSegmentDelta(ctx context.Context, threadID string, parent *loadedBranch, seg *checkpointRecord, d *branchDelta) error {
+	if !parent.seg.Packed {
+		err := s.store.AppendCheckpoint(ctx, threadID, parent.segRun, recordMagic, deltaFrame(d))
+		if !errors.Is(err, recorder.ErrNotFound) {
+			return err
+		}
+	}
+	return s.putRecord(ctx, threadID, parent.segRun, seg)
 }
 
 func (s *Service) putRecord(ctx context.Context, threadID, runID string, rec *checkpointRecord) error {

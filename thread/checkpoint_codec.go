@@ -8,6 +8,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"slices"
 )
 
 // The encoding of a version 2 checkpoint record: the magic, then
@@ -16,8 +17,9 @@ import (
 //	base flag (0 or 1) [, base events (list), base messages (list)],
 //	delta count, then per delta: run, parent (strings), ke, se, ce, km (uvarints), e, m (lists)
 //
-// where a string is a uvarint length and its bytes and a list a uvarint count and that many
-// strings. Decoding is a walk over the bytes: the events and messages it returns alias the
+// then any number of appended deltas, each deltaFrameTag and a delta as above (a segment takes
+// a run's delta by an append, see deltaFrame), where a string is a uvarint length and its
+// bytes and a list a uvarint count and that many strings. Decoding is a walk over the bytes: the events and messages it returns alias the
 // record (records are never modified), so a segment costs no JSON parse to read.
 //
 // A packed record (version 3, packedRecordMagic; a segment of runs compacted at rest, see
@@ -91,16 +93,31 @@ func appendRecordBody(b []byte, rec *checkpointRecord) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(rec.Deltas)))
 	for i := range rec.Deltas {
-		d := &rec.Deltas[i]
-		b = appendString(b, []byte(d.Run))
-		b = appendString(b, []byte(d.Parent))
-		for _, v := range []int{d.KeepE, d.SkipE, d.CopyE, d.KeepM} {
-			b = binary.AppendUvarint(b, uint64(v))
-		}
-		b = appendList(b, d.E)
-		b = appendList(b, d.M)
+		b = appendDelta(b, &rec.Deltas[i])
 	}
 	return b
+}
+
+func appendDelta(b []byte, d *branchDelta) []byte {
+	b = appendString(b, []byte(d.Run))
+	b = appendString(b, []byte(d.Parent))
+	for _, v := range []int{d.KeepE, d.SkipE, d.CopyE, d.KeepM} {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+	b = appendList(b, d.E)
+	return appendList(b, d.M)
+}
+
+// deltaFrameTag starts a delta appended to a stored (unpacked) segment: a run's delta is
+// added with the store's AppendCheckpoint, in bytes of the delta, instead of writing the
+// segment again (whose bytes grow with the thread). A record is its body's deltas, then any
+// number of appended frames; a frame for a run that has a delta already replaces it (as
+// storeCheckpoint's segment in memory does).
+const deltaFrameTag = 0xDF
+
+// deltaFrame returns d as a frame to append to its segment's record.
+func deltaFrame(d *branchDelta) []byte {
+	return appendDelta([]byte{deltaFrameTag}, d)
 }
 
 // recordReader walks an encoded record; the first error sticks.
@@ -187,15 +204,31 @@ func decodeRecord(data []byte, headerOnly bool) (*checkpointRecord, error) {
 		rec.Deltas = make([]branchDelta, n)
 	}
 	for i := 0; i < n && r.err == nil; i++ {
-		d := &rec.Deltas[i]
-		d.Run, d.Parent = string(r.bytes()), string(r.bytes())
-		d.KeepE, d.SkipE, d.CopyE, d.KeepM = r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint()
-		d.E, d.M = r.list(), r.list()
+		r.delta(&rec.Deltas[i])
+	}
+	// Appended frames (deltaFrameTag): in an unpacked record only (a packed one ends with its
+	// DEFLATE bytes, and the inflated rest with its last delta).
+	for !packed && r.err == nil && len(r.b) > 0 {
+		if r.b[0] != deltaFrameTag {
+			r.err = errRecordEncoding
+			break
+		}
+		r.b = r.b[1:]
+		var d branchDelta
+		if r.delta(&d); r.err == nil {
+			rec.Deltas = append(slices.DeleteFunc(rec.Deltas, func(x branchDelta) bool { return x.Run == d.Run }), d)
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errRecordEncoding
 	}
 	return rec, r.err
+}
+
+func (r *recordReader) delta(d *branchDelta) {
+	d.Run, d.Parent = string(r.bytes()), string(r.bytes())
+	d.KeepE, d.SkipE, d.CopyE, d.KeepM = r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint()
+	d.E, d.M = r.list(), r.list()
 }
 
 // inflateRecordBody reads the compressed rest of a packed record: its length, CRC and DEFLATE

@@ -98,6 +98,9 @@ func recordChatRun(t testing.TB, s *thread.Service, threadID, runID, msgID strin
 type noCheckpoints struct{ recorder.Store }
 
 func (noCheckpoints) PutCheckpoint(context.Context, string, string, []byte) error { return nil }
+func (noCheckpoints) AppendCheckpoint(context.Context, string, string, []byte, []byte) error {
+	return recorder.ErrNotFound
+}
 func (noCheckpoints) Checkpoint(context.Context, string, string) ([]byte, error) {
 	return nil, recorder.ErrNotFound
 }
@@ -208,6 +211,54 @@ func TestCheckpointsLinear(t *testing.T) {
 		if cp > 2*ev {
 			t.Errorf("%d runs: checkpoint bytes %d, more than twice the event bytes %d", runs, cp, ev)
 		}
+	}
+}
+
+// writeCounter is a store that counts the checkpoint bytes written to it.
+type writeCounter struct {
+	recorder.Store
+	written atomic.Int64
+}
+
+func (w *writeCounter) PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error {
+	w.written.Add(int64(len(data)))
+	return w.Store.PutCheckpoint(ctx, threadID, runID, data)
+}
+
+func (w *writeCounter) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
+	w.written.Add(int64(len(data)))
+	return w.Store.AppendCheckpoint(ctx, threadID, runID, prefix, data)
+}
+
+// TestCheckpointWritesPerRun: what a chat run's end writes of checkpoints is about the size
+// of the run, not of its thread: a run's delta is appended to its segment (a segment written
+// whole every run, as before, wrote 113 times the run's event bytes per run at runs 201-300, and
+// more the longer the thread); a new segment's base, every so often, is the rest. It also
+// checks the branches read back from the appended segments, on the main line and on a fork.
+func TestCheckpointWritesPerRun(t *testing.T) {
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	t.Cleanup(func() { mem.Close() })
+	counted := &writeCounter{Store: mem}
+	s := newService(t, thread.Config{Store: counted})
+	const runs = 300
+	var from int64
+	for i := 1; i <= runs; i++ {
+		if i == 201 {
+			from = counted.written.Load()
+		}
+		recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
+	}
+	written := counted.written.Load() - from
+	perRun := eventBytes(t, mem, "t") / runs
+	t.Logf("runs 201-300: %d checkpoint bytes written, %.1f per run, %.2f times a run's %d event bytes",
+		written, float64(written)/100, float64(written)/100/float64(perRun), perRun)
+	if written > 100*4*int64(perRun) {
+		t.Errorf("runs 201-300 wrote %d checkpoint bytes, more than 4 times their event bytes (%d each): the writes grow with the thread", written, perRun)
+	}
+	recordRun(t, s, "t", "fork", "r250", chatRun("t", "fork", "mf")...)
+	fresh := newService(t, thread.Config{Store: mem}) // (reads the segments, not its memory)
+	for _, run := range []string{"r201", "r250", "r299", "r300", "fork"} {
+		sameBranch(t, fresh, "t", run)
 	}
 }
 

@@ -3,6 +3,8 @@ package agui
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/agui-proxy/agui-proxy/internal/jsonscan"
 )
 
 // EventType returns the "type" member of an event's JSON. ok is false when data is not valid
@@ -101,12 +103,13 @@ func skipSpace(b []byte, i int) int {
 // skipString returns the index after the string starting at b[i] == '"'. b is valid JSON.
 func skipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
+		if i = jsonscan.NextSpecial(b, i); i >= len(b) {
+			return i
+		}
+		if b[i] == '"' {
 			return i + 1
 		}
+		i++ // past the backslash (the loop steps over the byte it escapes)
 	}
 	return i
 }

@@ -1,5 +1,7 @@
 package agui
 
+import "github.com/agui-proxy/agui-proxy/internal/jsonscan"
+
 // Valid reports whether data is one valid JSON value (RFC 8259), with exactly the answers of
 // encoding/json.Valid: whitespace around the value allowed, strings not checked for UTF-8
 // (encoding/json accepts invalid UTF-8 and replaces it when decoding), at most
@@ -108,6 +110,9 @@ func objectKey(data []byte, i int) int {
 // scanString returns the index after the string starting at data[i] == '"', or -1.
 func scanString(data []byte, i int) int {
 	for i++; i < len(data); i++ {
+		if i = jsonscan.NextSpecialCtl(data, i); i >= len(data) {
+			return -1
+		}
 		switch c := data[i]; {
 		case c == '"':
 			return i + 1

@@ -1,9 +1,6 @@
 package compact
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
+import "github.com/agui-proxy/agui-proxy/internal/jsonscan"
 
 // One-pass validation of an event's JSON. ParseEvent used to run json.Valid and then scan the
 // object a second time for "type"; validEvent does both in one pass and accepts exactly what
@@ -12,38 +9,6 @@ import (
 
 // maxNesting is encoding/json's nesting limit: json.Valid refuses deeper documents.
 const maxNesting = 10000
-
-// strByte classifies string bytes: 0 = ordinary, 1 = closing quote, 2 = backslash,
-// 3 = control character (invalid inside a JSON string).
-var strByte = func() (t [256]uint8) {
-	for c := 0; c < 0x20; c++ {
-		t[c] = 3
-	}
-	t['"'] = 1
-	t['\\'] = 2
-	return t
-}()
-
-// Word-at-a-time string scanning: specialBytes flags, in the high bit of each byte lane, the
-// bytes of x that end a run of ordinary string bytes ('"' and '\\'). Only the lowest flag is
-// exact (borrows can set flags above it), and that is all the scanners use.
-const (
-	lows  = 0x0101010101010101
-	highs = 0x8080808080808080
-)
-
-func specialBytes(x uint64) uint64 {
-	q := x ^ ('"' * lows)
-	bs := x ^ ('\\' * lows)
-	return ((q-lows)&^q | (bs-lows)&^bs) & highs
-}
-
-// specialOrControl is specialBytes plus the bytes below 0x20.
-func specialOrControl(x uint64) uint64 {
-	q := x ^ ('"' * lows)
-	bs := x ^ ('\\' * lows)
-	return ((q-lows)&^q | (bs-lows)&^bs | (x-0x20*lows)&^x) & highs
-}
 
 // isJSONSpace reports JSON whitespace (the only kind json.Valid skips).
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
@@ -141,51 +106,11 @@ func scanEscaped(b []byte, i int) (int, bool) {
 }
 
 // nextQuote returns the index of the first '"' or '\\' at or after i, or len(b), eight bytes
-// at a time. The last partial word is read as the word ending at len(b), shifted so that the
-// bytes before i drop out; the zero bytes shifted in lie past len(b). (Checking the first word
-// inline before the loop measured slower.)
-func nextQuote(b []byte, i int) int {
-	for ; i+8 <= len(b); i += 8 {
-		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
-	if i >= len(b) {
-		return len(b)
-	}
-	if len(b) < 8 {
-		for ; i < len(b) && b[i] != '"' && b[i] != '\\'; i++ {
-		}
-		return i
-	}
-	m := specialBytes(binary.LittleEndian.Uint64(b[len(b)-8:]) >> (uint(8-(len(b)-i)) * 8))
-	if j := i + bits.TrailingZeros64(m)>>3; m != 0 && j < len(b) {
-		return j
-	}
-	return len(b)
-}
+// at a time (jsonscan).
+func nextQuote(b []byte, i int) int { return jsonscan.NextSpecial(b, i) }
 
 // nextSpecialCtl is nextQuote that also stops at control bytes.
-func nextSpecialCtl(b []byte, i int) int {
-	for ; i+8 <= len(b); i += 8 {
-		if m := specialOrControl(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
-	if i >= len(b) {
-		return len(b)
-	}
-	if len(b) < 8 {
-		for ; i < len(b) && strByte[b[i]] == 0; i++ {
-		}
-		return i
-	}
-	m := specialOrControl(binary.LittleEndian.Uint64(b[len(b)-8:]) >> (uint(8-(len(b)-i)) * 8))
-	if j := i + bits.TrailingZeros64(m)>>3; m != 0 && j < len(b) {
-		return j
-	}
-	return len(b)
-}
+func nextSpecialCtl(b []byte, i int) int { return jsonscan.NextSpecialCtl(b, i) }
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')

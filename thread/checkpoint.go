@@ -14,6 +14,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/internal/jsonscan"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -156,9 +157,12 @@ func splitArray(arr []byte) ([]json.RawMessage, bool) {
 		c := body[i]
 		switch {
 		case inString:
-			if c == '\\' {
+			if i = jsonscan.NextSpecial(body, i); i >= len(body) {
+				break
+			}
+			if body[i] == '\\' {
 				i++
-			} else if c == '"' {
+			} else {
 				inString = false
 			}
 		case c == '"':

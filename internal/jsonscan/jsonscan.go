@@ -1,0 +1,85 @@
+// Package jsonscan finds, eight bytes at a time, where a run of ordinary JSON string bytes
+// ends: at a quote, a backslash or (NextSpecialCtl) a control byte. Long strings (message
+// content, text deltas, a thread's snapshot) are most of what the proxy's JSON scanners walk;
+// a word-at-a-time search walks them several times faster than a byte loop.
+package jsonscan
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// The flags: for each byte lane of a word, the high bit is set where the lane holds a byte
+// searched for. Only the lowest flag is exact (a borrow can set flags above it), and that is
+// the only one used.
+const (
+	lows  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special flags the quotes and backslashes of x.
+func special(x uint64) uint64 {
+	q := x ^ ('"' * lows)
+	bs := x ^ ('\\' * lows)
+	return ((q-lows)&^q | (bs-lows)&^bs) & highs
+}
+
+// specialOrControl is special plus the bytes below 0x20.
+func specialOrControl(x uint64) uint64 {
+	q := x ^ ('"' * lows)
+	bs := x ^ ('\\' * lows)
+	return ((q-lows)&^q | (bs-lows)&^bs | (x-0x20*lows)&^x) & highs
+}
+
+// NextSpecial returns the index of the first '"' or '\\' in b at or after i, or len(b) when
+// there is none (i may be len(b)).
+func NextSpecial(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	if i >= len(b) {
+		return len(b)
+	}
+	if len(b) < 8 {
+		for ; i < len(b) && b[i] != '"' && b[i] != '\\'; i++ {
+		}
+		return i
+	}
+	return tail(b, i, special(last(b, i)))
+}
+
+// NextSpecialCtl is NextSpecial that also stops at the bytes below 0x20 (invalid inside a JSON
+// string).
+func NextSpecialCtl(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := specialOrControl(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	if i >= len(b) {
+		return len(b)
+	}
+	if len(b) < 8 {
+		for ; i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20; i++ {
+		}
+		return i
+	}
+	return tail(b, i, specialOrControl(last(b, i)))
+}
+
+// last returns the bytes b[i:] (fewer than eight, len(b) at least eight) in the low lanes of a
+// word: the word ending at len(b), its lanes before i shifted out. Zero lanes shift in at the
+// top; they lie past len(b), so tail does not take a flag there.
+func last(b []byte, i int) uint64 {
+	return binary.LittleEndian.Uint64(b[len(b)-8:]) >> (uint(8-(len(b)-i)) * 8)
+}
+
+// tail returns the index the flags m of last(b, i) point to, or len(b).
+func tail(b []byte, i int, m uint64) int {
+	if j := i + bits.TrailingZeros64(m)>>3; m != 0 && j < len(b) {
+		return j
+	}
+	return len(b)
+}

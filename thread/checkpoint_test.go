@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -260,6 +261,35 @@ func TestCheckpointWritesPerRun(t *testing.T) {
 	for _, run := range []string{"r201", "r250", "r299", "r300", "fork"} {
 		sameBranch(t, fresh, "t", run)
 	}
+}
+
+// TestChatThreadLiveMemory: what a thread's checkpoints keep in memory (its last branch and
+// segment, recentBranches) grows with the thread, not with its square. Each run's delta in
+// the segment kept in memory used to alias its run's whole MESSAGES_SNAPSHOT: 300 runs kept
+// ~30 times the stored bytes alive.
+func TestChatThreadLiveMemory(t *testing.T) {
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	t.Cleanup(func() { mem.Close() })
+	s := newService(t, thread.Config{Store: mem})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	long := strings.Repeat("an answer of some length. ", 20)
+	for i := 1; i <= 300; i++ {
+		run, msg := fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i)
+		datas := chatRun("t", run, msg)
+		datas = slices.Insert(datas, 5, fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":%q}`, msg, long))
+		recordRun(t, s, "t", run, "", datas...)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	stored := eventBytes(t, mem, "t") + checkpointBytes(t, mem, "t")
+	live := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("300 runs: %d bytes live, %d bytes stored (x%.1f)", live, stored, float64(live)/float64(stored))
+	if live > 8*int64(stored) {
+		t.Errorf("300 runs keep %d bytes live, more than 8 times the %d bytes stored: the thread's memory grows faster than the thread", live, stored)
+	}
+	runtime.KeepAlive(s)
 }
 
 // TestCheckpointCorruptRebuilt: a damaged checkpoint (a byte changed inside a message of a

@@ -65,6 +65,7 @@ type config struct {
 	Record                bool          `env:"AGUI_RECORD" envDefault:"true" desc:"false forwards runs without storing events (no attach or resume): for measuring the recorder's cost"`
 	Metrics               bool          `env:"AGUI_METRICS" envDefault:"true" desc:"serve Prometheus metrics at /metrics"`
 	PprofListen           string        `env:"AGUI_PPROF_LISTEN" desc:"address of a separate listener serving net/http/pprof (empty: off); keep it private"`
+	GCHeapFloor           int64         `env:"AGUI_GC_HEAP_FLOOR" envDefault:"67108864" desc:"bytes the Go garbage collector's heap goal does not go below when GOGC is not set: while little is live (few streams), AGUI_GC_PERCENT alone would collect every few megabytes; above the floor it paces alone (100 streams: 8% less CPU per event, peak RSS 35 -> 59 MB; a thread of 1,000 runs: 112 collections, not 2,400). 0: no floor"`
 	GCPercent             int           `env:"AGUI_GC_PERCENT" envDefault:"50" desc:"the Go garbage collector's target (GOGC) when GOGC is not set: the heap may grow this many percent above what is live before a collection. Most of a stream's memory is its share of that headroom: at 4,000 streams 50 holds 46 KiB per stream against 58 KiB with Go's default 100, for the same CPU within noise; higher trades memory for fewer collections. 1..1000"`
 	LogLevel              string        `env:"AGUI_LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
 	LogFormat             string        `env:"AGUI_LOG_FORMAT" envDefault:"text" desc:"text or json"`
@@ -143,6 +144,9 @@ func (c config) validate() error {
 	}
 	if c.CompactAfter < 0 {
 		errs = append(errs, fmt.Errorf("AGUI_COMPACT_AFTER %s is negative", c.CompactAfter))
+	}
+	if c.GCHeapFloor < 0 || c.GCHeapFloor > 1<<40 {
+		errs = append(errs, fmt.Errorf("AGUI_GC_HEAP_FLOOR %d is outside 0..1 TiB", c.GCHeapFloor))
 	}
 	if c.GCPercent < 1 || c.GCPercent > 1000 {
 		errs = append(errs, fmt.Errorf("AGUI_GC_PERCENT %d is outside 1..1000", c.GCPercent))

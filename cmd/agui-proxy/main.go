@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agui-proxy/agui-proxy/hydrate"
+	"github.com/agui-proxy/agui-proxy/internal/gcfloor"
 	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/proxy"
 	"github.com/agui-proxy/agui-proxy/recorder"
@@ -67,10 +68,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	for _, w := range unknownVars(nil) {
 		log.Warn(w)
 	}
-	if percent, ok := gcPercent(cfg, os.LookupEnv); ok {
+	if percent, ok := gcPercent(cfg, os.LookupEnv); ok && cfg.GCHeapFloor > 0 {
+		floor := gcfloor.Start(percent, uint64(cfg.GCHeapFloor))
+		defer floor.Stop()
+	} else if ok {
 		debug.SetGCPercent(percent)
 	} else {
-		log.Info("GOGC is set: AGUI_GC_PERCENT is not applied")
+		log.Info("GOGC is set: AGUI_GC_PERCENT and AGUI_GC_HEAP_FLOOR are not applied")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

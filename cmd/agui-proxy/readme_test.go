@@ -112,4 +112,10 @@ func TestGCPercent(t *testing.T) {
 			t.Errorf("AGUI_GC_PERCENT=%s: error %v, want one naming the variable", v, err)
 		}
 	}
+	if def, _ := loadConfig(nil); def.GCHeapFloor != 64<<20 {
+		t.Errorf("AGUI_GC_HEAP_FLOOR default = %d, want 64 MiB", def.GCHeapFloor)
+	}
+	if _, err := loadConfig(map[string]string{"AGUI_GC_HEAP_FLOOR": "-1"}); err == nil || !strings.Contains(err.Error(), "AGUI_GC_HEAP_FLOOR") {
+		t.Errorf("AGUI_GC_HEAP_FLOOR=-1: error %v, want one naming the variable", err)
+	}
 }

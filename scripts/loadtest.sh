@@ -11,6 +11,9 @@
 #   soak      $SOAK_C streams (default 9,900) × 60 events at 1 s, opened over 20 s
 #   chat      100 streams × 20 runs each, one after another (a chat client's next run as soon
 #             as the last ended), 20 events at 5 ms: run starts, and connections kept or not
+#   thread    1 stream × 1,000 runs on one thread, 20 events each, no pause, each POST carrying
+#             the thread's messages so far as a chat client's (agui-bench -history): how a run's
+#             cost and its first event grow with the thread (last_runs_first_event: the last 100)
 #   fanout1   1 run × 1,000 attachers (run attach), 60 events at 1 s
 #   fanout5   1,000 runs × 5 attachers each
 #   fanout2r  fanout5 with the attachers on a second replica on the same Redis
@@ -49,6 +52,7 @@ args() {
     c50) echo "-c 50 -events 10000 -interval 0" ;;
     soak) echo "-c $soak_c -events 60 -interval 1s -ramp 20s -duration 5m" ;;
     chat) echo "-c 100 -runs 20 -events 20 -interval 5ms -duration 5m" ;;
+    thread) echo "-c 1 -runs 1000 -events 20 -interval 0 -history -duration 10m" ;;
     fanout1) echo "-c 1 -attach 1000 -events 60 -interval 1s -ramp 10s" ;;
     fanout5|fanout2r) echo "-c 1000 -attach 5 -events 60 -interval 1s -ramp 15s -duration 5m" ;;
     follow) echo "-c 200 -follow 10 -events 5 -interval 0 -duration 5m -pprof-url http://127.0.0.1:$pprof_port" ;;
@@ -76,6 +80,7 @@ bench() { # name profile url pid [extra...]
   ./bin/agui-bench -url "$url" $(args "$p") -pid "$pid" -redis 127.0.0.1:$redis_port -json "$@" >"$out/$p-$name.json" || true
   jq -r '"runs \(.runs_completed)/\(.runs) refused \(.refused) cut \(.cut) | p50 \(.latency.p50_ms)ms p99 \(.latency.p99_ms)ms first-event p99 \(.time_to_first_event.p99_ms)ms | " +
     (if .next_run_first_event then "next-run first event p50 \(.next_run_first_event.p50_ms)ms p99 \(.next_run_first_event.p99_ms)ms, \(.dials_per_run*100|floor/100) connections per run | " else "" end) +
+    (if .history then "last tenth of runs: first event p50 \(.last_runs_first_event.p50_ms)ms p99 \(.last_runs_first_event.p99_ms)ms, cpu \(if .target then (.target.cpu_us_per_event*.events/.runs_completed/1000*100|floor/100) else "-" end)ms/run | " else "" end) +
     (if .latency_by_phase then "p99 by phase: opening \(.latency_by_phase.opening.p99_ms)ms steady \(.latency_by_phase.steady.p99_ms)ms closing \(.latency_by_phase.closing.p99_ms)ms | " else "" end) +
     (if .target then "cpu \(.target.cpu_us_per_event|floor)us/event rss \(.target.rss_per_stream_bytes/1024|floor)KiB/stream peak \(.target.peak_rss_bytes/1048576|floor)MiB fds \(.target.peak_fds) | " else "" end) +
     "redis \(.redis.commands_per_event // 0 | .*1000|floor/1000) cmd/event \(.redis.net_bytes_per_event // 0 | floor) B/event \(.redis.cpu_us_per_event // 0 | .*10|floor/10)us/event | \(.events_per_second|floor) ev/s" +

@@ -104,6 +104,7 @@ http {
     location / {
       proxy_pass http://agent; proxy_http_version 1.1; proxy_set_header Connection "";
       proxy_buffering off; proxy_cache off; proxy_read_timeout 1h;
+      client_max_body_size 16m; # (1m by default: the thread profile's requests pass it, 413)
     }
   }
 }

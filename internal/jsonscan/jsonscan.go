@@ -51,7 +51,8 @@ func NextSpecial(b []byte, i int) int {
 }
 
 // NextSpecialCtl is NextSpecial that also stops at the bytes below 0x20 (invalid inside a JSON
-// string).
+// string). (Its loop is NextSpecial's with the other flags: one loop taking the flags as a
+// function value scanned 1.4 GB/s, these 2.3.)
 func NextSpecialCtl(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
 		if m := specialOrControl(binary.LittleEndian.Uint64(b[i:])); m != 0 {

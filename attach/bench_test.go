@@ -80,6 +80,9 @@ func (noCheckpoints) PutCheckpoint(context.Context, string, string, []byte) erro
 func (noCheckpoints) AppendCheckpoint(context.Context, string, string, []byte, []byte) error {
 	return recorder.ErrNotFound
 }
+func (n noCheckpoints) WriteCheckpoints(ctx context.Context, threadID string, writes []recorder.CheckpointWrite) (int, error) {
+	return recorder.WriteCheckpointsOneByOne(ctx, n, threadID, writes)
+}
 func (noCheckpoints) Checkpoint(context.Context, string, string) ([]byte, error) {
 	return nil, recorder.ErrNotFound
 }

@@ -1243,6 +1243,11 @@ func (s *DiskStore) AppendCheckpoint(ctx context.Context, threadID, runID string
 	})
 }
 
+// WriteCheckpoints implements Store, one write (and transaction) after the other.
+func (s *DiskStore) WriteCheckpoints(ctx context.Context, threadID string, writes []CheckpointWrite) (int, error) {
+	return WriteCheckpointsOneByOne(ctx, s, threadID, writes)
+}
+
 // putCheckpointIn stores data as the checkpoint at k, in pieces, replacing any earlier one.
 func (s *DiskStore) putCheckpointIn(tx *bolt.Tx, k, data []byte) error {
 	st := s.statsIn(tx)

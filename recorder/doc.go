@@ -62,7 +62,10 @@
 //     events and its end cost one round trip, not two.
 //   - finish_run.lua (Store.FinishRun called directly): status, detail, missing tail as a
 //     gap, TTL of all the thread's keys.
-//   - delete_run.lua, put_checkpoint.lua: the run's keys and the runs list together.
+//   - delete_run.lua: the run's keys and the runs list together.
+//   - write_checkpoints.lua (PutCheckpoint, AppendCheckpoint, WriteCheckpoints): checkpoints
+//     written whole or appended to, in order, each only while its run exists, with the run's
+//     TTL; a segment's delta and the run's pointer to it in one call.
 //   - delete_thread.lua: every key of a thread, refused while a run is running.
 //   - compact_run.lua (RunCompactor, compaction at rest): an ended run's stream is replaced by
 //     its compacted events, packed in one string (packed:<runId>), and the run hash gets the new epoch, last, empty gaps and

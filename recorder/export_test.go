@@ -34,9 +34,8 @@ func ScriptSHAs() map[string]string {
 	return map[string]string{
 		"create_run.lua": createRunScript.Hash(), "append.lua": appendScript.Hash(),
 		"finish_run.lua": finishRunScript.Hash(), "delete_run.lua": deleteRunScript.Hash(),
-		"put_checkpoint.lua": putCheckpointScript.Hash(), "lease.lua": leaseScript.Hash(),
+		"write_checkpoints.lua": writeCkptsScript.Hash(), "lease.lua": leaseScript.Hash(),
 		"stop.lua": stopScript.Hash(), "delete_thread.lua": deleteThreadScript.Hash(),
-		"append_checkpoint.lua": appendCkptScript.Hash(),
 	}
 }
 

@@ -531,6 +531,11 @@ func (m *MemoryStore) AppendCheckpoint(ctx context.Context, threadID, runID stri
 	return nil
 }
 
+// WriteCheckpoints implements Store, one write after the other.
+func (m *MemoryStore) WriteCheckpoints(ctx context.Context, threadID string, writes []CheckpointWrite) (int, error) {
+	return WriteCheckpointsOneByOne(ctx, m, threadID, writes)
+}
+
 // Checkpoint implements Store.
 func (m *MemoryStore) Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error) {
 	r, _, err := m.lockRun(threadID, runID)

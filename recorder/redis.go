@@ -31,10 +31,8 @@ var (
 	finishRunLua string
 	//go:embed delete_run.lua
 	deleteRunLua string
-	//go:embed put_checkpoint.lua
-	putCheckpointLua string
-	//go:embed append_checkpoint.lua
-	appendCheckpointLua string
+	//go:embed write_checkpoints.lua
+	writeCheckpointsLua string
 	//go:embed lease.lua
 	leaseLua string
 	//go:embed renew_leases.lua
@@ -44,16 +42,15 @@ var (
 	//go:embed delete_thread.lua
 	deleteThreadLua string
 
-	createRunScript     = redis.NewScript(createRunLua)
-	appendScript        = redis.NewScript(appendLua)
-	finishRunScript     = redis.NewScript(finishRunLua)
-	deleteRunScript     = redis.NewScript(deleteRunLua)
-	putCheckpointScript = redis.NewScript(putCheckpointLua)
-	appendCkptScript    = redis.NewScript(appendCheckpointLua)
-	leaseScript         = redis.NewScript(leaseLua)
-	renewLeasesScript   = redis.NewScript(renewLeasesLua)
-	stopScript          = redis.NewScript(stopLua)
-	deleteThreadScript  = redis.NewScript(deleteThreadLua)
+	createRunScript    = redis.NewScript(createRunLua)
+	appendScript       = redis.NewScript(appendLua)
+	finishRunScript    = redis.NewScript(finishRunLua)
+	deleteRunScript    = redis.NewScript(deleteRunLua)
+	writeCkptsScript   = redis.NewScript(writeCheckpointsLua)
+	leaseScript        = redis.NewScript(leaseLua)
+	renewLeasesScript  = redis.NewScript(renewLeasesLua)
+	stopScript         = redis.NewScript(stopLua)
+	deleteThreadScript = redis.NewScript(deleteThreadLua)
 )
 
 // Connection defaults of a RedisStore (see RedisConfig.Options).
@@ -332,8 +329,6 @@ func scriptError(err error, what string) error {
 		return fmt.Errorf("%s: %w", what, ErrRunAlreadyStarted)
 	case redis.HasErrorPrefix(err, "NORUN"):
 		return fmt.Errorf("%s: %w", what, ErrRunNotFound)
-	case redis.HasErrorPrefix(err, "NOCHECKPOINT"):
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	case redis.HasErrorPrefix(err, "BUSY"):
 		return fmt.Errorf("%s: %w", what, ErrThreadBusy)
 	case errors.Is(err, redis.ErrClosed):
@@ -996,29 +991,58 @@ func frameOf(s string) []byte {
 
 // PutCheckpoint implements Store. Errors: ErrRunNotFound.
 func (s *RedisStore) PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error {
-	k, err := keysFor(s.prefix, threadID, runID)
-	if err != nil {
-		return err
-	}
-	if err := s.check(); err != nil {
-		return err
-	}
-	err = putCheckpointScript.Run(ctx, s.r, []string{k.run, k.checkpoint}, data, s.ttlMs).Err()
-	return scriptError(err, fmt.Sprintf("storing checkpoint of run %q in thread %q", runID, threadID))
+	_, err := s.WriteCheckpoints(ctx, threadID, []CheckpointWrite{{RunID: runID, Data: data}})
+	return err
 }
 
-// AppendCheckpoint implements Store: APPEND in a script, which keeps the run's TTL on the key
-// as PutCheckpoint does.
+// AppendCheckpoint implements Store: APPEND, the run's TTL on the key as PutCheckpoint gives it.
 func (s *RedisStore) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
-	k, err := keysFor(s.prefix, threadID, runID)
-	if err != nil {
-		return err
+	_, err := s.WriteCheckpoints(ctx, threadID, []CheckpointWrite{{RunID: runID, Data: data, Append: true, Prefix: prefix}})
+	return err
+}
+
+// WriteCheckpoints implements Store: one write_checkpoints.lua call (the keys of one thread
+// share its Cluster slot).
+func (s *RedisStore) WriteCheckpoints(ctx context.Context, threadID string, writes []CheckpointWrite) (int, error) {
+	if len(writes) == 0 {
+		return 0, nil
+	}
+	keys := make([]string, 0, 2*len(writes))
+	args := make([]any, 1, 1+3*len(writes))
+	args[0] = s.ttlMs
+	for _, w := range writes {
+		k, err := keysFor(s.prefix, threadID, w.RunID)
+		if err != nil {
+			return 0, err
+		}
+		keys = append(keys, k.run, k.checkpoint)
+		mode := "put"
+		if w.Append {
+			mode = "append"
+		}
+		args = append(args, mode, w.Prefix, w.Data)
 	}
 	if err := s.check(); err != nil {
-		return err
+		return 0, err
 	}
-	err = appendCkptScript.Run(ctx, s.r, []string{k.run, k.checkpoint}, data, s.ttlMs, prefix).Err()
-	return scriptError(err, fmt.Sprintf("appending to the checkpoint of run %q in thread %q", runID, threadID))
+	res, err := writeCkptsScript.Run(ctx, s.r, keys, args...).Slice()
+	if err != nil {
+		return 0, scriptError(err, fmt.Sprintf("storing checkpoints in thread %q", threadID))
+	}
+	done, _ := res[0].(int64)
+	code, _ := res[1].(string)
+	if code == "" {
+		return int(done), nil
+	}
+	w := writes[min(int(done), len(writes)-1)]
+	what := fmt.Sprintf("storing checkpoint of run %q in thread %q", w.RunID, threadID)
+	switch code {
+	case "NORUN":
+		return int(done), fmt.Errorf("%s: %w", what, ErrRunNotFound)
+	case "NOCHECKPOINT":
+		return int(done), fmt.Errorf("appending to the checkpoint of run %q in thread %q: %w", w.RunID, threadID, ErrNotFound)
+	}
+	return int(done), fmt.Errorf("%s: unexpected answer %q", what, code)
 }
 
 // Checkpoint implements Store.

@@ -212,6 +212,11 @@ type Store interface {
 	// ErrNotFound when the run has no checkpoint, or one that does not start with prefix
 	// (nothing is appended then); ErrRunNotFound when the run is gone.
 	AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error
+	// WriteCheckpoints makes writes in order, as PutCheckpoint and AppendCheckpoint would, in
+	// one round trip where the store can (a segment's delta and the run's pointer to it). It
+	// stops at the first write that fails and returns how many were made before it, and that
+	// write's error.
+	WriteCheckpoints(ctx context.Context, threadID string, writes []CheckpointWrite) (int, error)
 	// Checkpoint returns the run's checkpoint or ErrNotFound.
 	Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error)
 	// ListThreads returns one page of the threads of q.Owner on q.Route, most recently
@@ -365,4 +370,31 @@ func ValidEpoch(s string) bool {
 		}
 	}
 	return true
+}
+
+// CheckpointWrite is one write of Store.WriteCheckpoints: Data stored as RunID's checkpoint,
+// or, with Append, appended to it if it starts with Prefix (Store.AppendCheckpoint).
+type CheckpointWrite struct {
+	RunID  string
+	Data   []byte
+	Append bool
+	Prefix []byte
+}
+
+// WriteCheckpointsOneByOne is WriteCheckpoints made of s's PutCheckpoint and
+// AppendCheckpoint, one write after the other: for a store whose writes are local, and for a
+// wrapper of a Store that changes those two.
+func WriteCheckpointsOneByOne(ctx context.Context, s Store, threadID string, writes []CheckpointWrite) (int, error) {
+	for i, w := range writes {
+		var err error
+		if w.Append {
+			err = s.AppendCheckpoint(ctx, threadID, w.RunID, w.Prefix, w.Data)
+		} else {
+			err = s.PutCheckpoint(ctx, threadID, w.RunID, w.Data)
+		}
+		if err != nil {
+			return i, err
+		}
+	}
+	return len(writes), nil
 }

@@ -436,14 +436,12 @@ func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, e
 		if seg.deltaBytes()+d.bytes() <= max(segmentGrowth*seg.Base.bytes(), segmentMinBytes) {
 			seg.Deltas = append(seg.Deltas, d)
 			rec.Seg = parent.segRun
-			// The segment first: a pointer stored without it is detected and rebuilt.
-			if err := s.putSegmentDelta(ctx, threadID, parent, &seg, &d); err != nil {
-				s.log.Warn("could not store a checkpoint segment", "thread_id", threadID, "run_id", parent.segRun, "err", err)
-				return b
+			stored, err := s.putSegmentDelta(ctx, threadID, runID, parent, &seg, &d, rec)
+			if stored {
+				b.segRun, b.seg = parent.segRun, &seg
 			}
-			b.segRun, b.seg = parent.segRun, &seg
-			if err := s.putRecord(ctx, threadID, runID, rec); err != nil {
-				s.log.Warn("could not store a checkpoint", "thread_id", threadID, "run_id", runID, "err", err)
+			if err != nil {
+				s.log.Warn("could not store a checkpoint", "thread_id", threadID, "run_id", runID, "segment_run_id", parent.segRun, "segment_stored", stored, "err", err)
 			}
 			return b
 		}
@@ -464,17 +462,22 @@ func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, e
 	return b
 }
 
-// putSegmentDelta stores seg, parent's segment with d added: by appending d to the stored
-// segment (the bytes of one run's delta, where the segment's grow with the thread), or, when
-// that segment is packed or not there, by writing seg whole.
-func (s *Service) putSegmentDelta(ctx context.Context, threadID string, parent *loadedBranch, seg *checkpointRecord, d *branchDelta) error {
+// putSegmentDelta stores seg, parent's segment with d added, then runID's pointer rec, in one
+// store call: the segment by appending d to it as stored (the bytes of one run's delta, where
+// the segment's grow with the thread), or, when that segment is packed or not there, by
+// writing seg whole. The segment goes first: a pointer stored without it is detected and
+// rebuilt. stored tells whether the segment was.
+func (s *Service) putSegmentDelta(ctx context.Context, threadID, runID string, parent *loadedBranch, seg *checkpointRecord, d *branchDelta, rec *checkpointRecord) (stored bool, err error) {
+	pointer := recorder.CheckpointWrite{RunID: runID, Data: encodeRecord(rec)}
 	if !parent.seg.Packed {
-		err := s.store.AppendCheckpoint(ctx, threadID, parent.segRun, recordMagic, deltaFrame(d))
-		if !errors.Is(err, recorder.ErrNotFound) {
-			return err
+		n, err := s.store.WriteCheckpoints(ctx, threadID, []recorder.CheckpointWrite{
+			{RunID: parent.segRun, Data: deltaFrame(d), Append: true, Prefix: recordMagic}, pointer})
+		if n > 0 || !errors.Is(err, recorder.ErrNotFound) {
+			return n > 0, err
 		}
 	}
-	return s.putRecord(ctx, threadID, parent.segRun, seg)
+	n, err := s.store.WriteCheckpoints(ctx, threadID, []recorder.CheckpointWrite{{RunID: parent.segRun, Data: encodeRecord(seg)}, pointer})
+	return n > 0, err
 }
 
 func (s *Service) putRecord(ctx context.Context, threadID, runID string, rec *checkpointRecord) error {

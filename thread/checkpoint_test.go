@@ -102,6 +102,9 @@ func (noCheckpoints) PutCheckpoint(context.Context, string, string, []byte) erro
 func (noCheckpoints) AppendCheckpoint(context.Context, string, string, []byte, []byte) error {
 	return recorder.ErrNotFound
 }
+func (n noCheckpoints) WriteCheckpoints(ctx context.Context, threadID string, writes []recorder.CheckpointWrite) (int, error) {
+	return recorder.WriteCheckpointsOneByOne(ctx, n, threadID, writes)
+}
 func (noCheckpoints) Checkpoint(context.Context, string, string) ([]byte, error) {
 	return nil, recorder.ErrNotFound
 }
@@ -215,44 +218,59 @@ func TestCheckpointsLinear(t *testing.T) {
 	}
 }
 
-// writeCounter is a store that counts the checkpoint bytes written to it.
+// writeCounter is a store that counts the checkpoint bytes written to it and its store calls
+// that write checkpoints.
 type writeCounter struct {
 	recorder.Store
-	written atomic.Int64
+	written, calls atomic.Int64
 }
 
 func (w *writeCounter) PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error {
+	w.calls.Add(1)
 	w.written.Add(int64(len(data)))
 	return w.Store.PutCheckpoint(ctx, threadID, runID, data)
 }
 
 func (w *writeCounter) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
+	w.calls.Add(1)
 	w.written.Add(int64(len(data)))
 	return w.Store.AppendCheckpoint(ctx, threadID, runID, prefix, data)
+}
+
+func (w *writeCounter) WriteCheckpoints(ctx context.Context, threadID string, writes []recorder.CheckpointWrite) (int, error) {
+	w.calls.Add(1)
+	for _, x := range writes {
+		w.written.Add(int64(len(x.Data)))
+	}
+	return w.Store.WriteCheckpoints(ctx, threadID, writes)
 }
 
 // TestCheckpointWritesPerRun: what a chat run's end writes of checkpoints is about the size
 // of the run, not of its thread: a run's delta is appended to its segment (a segment written
 // whole every run, as before, wrote 113 times the run's event bytes per run at runs 201-300, and
-// more the longer the thread); a new segment's base, every so often, is the rest. It also
-// checks the branches read back from the appended segments, on the main line and on a fork.
+// more the longer the thread); a new segment's base, every so often, is the rest. The delta and
+// the run's pointer go in one store call (two before). It also checks the branches read back
+// from the appended segments, on the main line and on a fork.
 func TestCheckpointWritesPerRun(t *testing.T) {
 	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
 	t.Cleanup(func() { mem.Close() })
 	counted := &writeCounter{Store: mem}
 	s := newService(t, thread.Config{Store: counted})
 	const runs = 300
-	var from int64
+	var from, fromCalls int64
 	for i := 1; i <= runs; i++ {
 		if i == 201 {
-			from = counted.written.Load()
+			from, fromCalls = counted.written.Load(), counted.calls.Load()
 		}
 		recordChatRun(t, s, "t", fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i))
 	}
-	written := counted.written.Load() - from
+	written, calls := counted.written.Load()-from, counted.calls.Load()-fromCalls
 	perRun := eventBytes(t, mem, "t") / runs
-	t.Logf("runs 201-300: %d checkpoint bytes written, %.1f per run, %.2f times a run's %d event bytes",
-		written, float64(written)/100, float64(written)/100/float64(perRun), perRun)
+	t.Logf("runs 201-300: %d checkpoint bytes written, %.1f per run, %.2f times a run's %d event bytes; %d store calls",
+		written, float64(written)/100, float64(written)/100/float64(perRun), perRun, calls)
+	if calls > 110 {
+		t.Errorf("runs 201-300 made %d checkpoint writing calls, want about one per run (a delta and its pointer together)", calls)
+	}
 	if written > 100*4*int64(perRun) {
 		t.Errorf("runs 201-300 wrote %d checkpoint bytes, more than 4 times their event bytes (%d each): the writes grow with the thread", written, perRun)
 	}

@@ -708,6 +708,54 @@ func testCheckpoints(t *testing.T, s recorder.Store) {
 		t.Errorf("Checkpoint(t9/r1) = %v, want ErrNotFound", err)
 	}
 	testAppendCheckpoint(t, s)
+	testWriteCheckpoints(t, s)
+}
+
+// testWriteCheckpoints: WriteCheckpoints makes its writes in order and stops at the first that
+// fails, reporting how many it made.
+func testWriteCheckpoints(t *testing.T, s recorder.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("t1", "w1"))
+	mustCreate(t, s, newRun("t1", "w2"))
+	seg := recorder.CheckpointWrite{RunID: "w1", Data: []byte("SEG|base")}
+	n, err := s.WriteCheckpoints(ctx, "t1", []recorder.CheckpointWrite{
+		seg,
+		{RunID: "w1", Data: []byte("+d2"), Append: true, Prefix: []byte("SEG|")},
+		{RunID: "w2", Data: []byte("ptr w1")},
+	})
+	if n != 3 || err != nil {
+		t.Fatalf("WriteCheckpoints(put, append, put) = %d, %v, want 3, nil", n, err)
+	}
+	want := map[string]string{"w1": "SEG|base+d2", "w2": "ptr w1"}
+	check := func(when string) {
+		t.Helper()
+		for run, data := range want {
+			if got, err := s.Checkpoint(ctx, "t1", run); err != nil || string(got) != data {
+				t.Errorf("%s: Checkpoint(t1/%s) = %q, %v, want %q", when, run, got, err, data)
+			}
+		}
+	}
+	check("after three writes")
+	// A refused append stops the writes: the one before it stays, the one after is not made.
+	n, err = s.WriteCheckpoints(ctx, "t1", []recorder.CheckpointWrite{
+		{RunID: "w2", Data: []byte("ptr w1 again")},
+		{RunID: "w1", Data: []byte("+no"), Append: true, Prefix: []byte("OTHER")},
+		{RunID: "w1", Data: []byte("overwritten")},
+	})
+	if n != 1 || !errors.Is(err, recorder.ErrNotFound) {
+		t.Errorf("WriteCheckpoints(put, refused append, put) = %d, %v, want 1, ErrNotFound", n, err)
+	}
+	want["w2"] = "ptr w1 again"
+	check("after a refused append")
+	n, err = s.WriteCheckpoints(ctx, "t1", []recorder.CheckpointWrite{{RunID: "w1", Data: []byte("+d3"), Append: true}, {RunID: "gone", Data: []byte("x")}})
+	if n != 1 || !errors.Is(err, recorder.ErrRunNotFound) {
+		t.Errorf("WriteCheckpoints(append, put to an unknown run) = %d, %v, want 1, ErrRunNotFound", n, err)
+	}
+	want["w1"] += "+d3"
+	check("after a write to an unknown run")
+	if n, err := s.WriteCheckpoints(ctx, "t1", nil); n != 0 || err != nil {
+		t.Errorf("WriteCheckpoints(none) = %d, %v, want 0, nil", n, err)
+	}
 }
 
 // testAppendCheckpoint: AppendCheckpoint appends to a checkpoint that starts with the prefix
@@ -874,6 +922,8 @@ func testHostileIDs(t *testing.T, s recorder.Store) {
 		check("Events", err)
 		check("PutCheckpoint", s.PutCheckpoint(ctx, "t1", id, nil))
 		check("AppendCheckpoint", s.AppendCheckpoint(ctx, "t1", id, nil, nil))
+		_, err = s.WriteCheckpoints(ctx, id, []recorder.CheckpointWrite{{RunID: id}})
+		check("WriteCheckpoints", err)
 		_, err = s.Checkpoint(ctx, id, "r1")
 		check("Checkpoint", err)
 	}
@@ -998,6 +1048,8 @@ func testClose(t *testing.T, s recorder.Store) {
 	check("Events", err)
 	check("PutCheckpoint", s.PutCheckpoint(ctx, "t1", "r1", nil))
 	check("AppendCheckpoint", s.AppendCheckpoint(ctx, "t1", "r1", nil, nil))
+	_, err = s.WriteCheckpoints(ctx, "t1", []recorder.CheckpointWrite{{RunID: "r1"}})
+	check("WriteCheckpoints", err)
 	_, err = s.Checkpoint(ctx, "t1", "r1")
 	check("Checkpoint", err)
 	check("Ping", s.Ping(ctx))

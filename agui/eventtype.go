@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/agui-proxy/agui-proxy/internal/jsonscan"
+	"github.com/agui-proxy/agui-proxy/agui/jsonscan"
 )
 
 // EventType returns the "type" member of an event's JSON. ok is false when data is not valid

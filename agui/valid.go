@@ -1,6 +1,6 @@
 package agui
 
-import "github.com/agui-proxy/agui-proxy/internal/jsonscan"
+import "github.com/agui-proxy/agui-proxy/agui/jsonscan"
 
 // Valid reports whether data is one valid JSON value (RFC 8259), with exactly the answers of
 // encoding/json.Valid: whitespace around the value allowed, strings not checked for UTF-8

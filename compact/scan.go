@@ -1,6 +1,6 @@
 package compact
 
-import "github.com/agui-proxy/agui-proxy/internal/jsonscan"
+import "github.com/agui-proxy/agui-proxy/agui/jsonscan"
 
 // One-pass validation of an event's JSON. ParseEvent used to run json.Valid and then scan the
 // object a second time for "type"; validEvent does both in one pass and accepts exactly what

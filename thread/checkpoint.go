@@ -13,8 +13,8 @@ import (
 	"slices"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/agui/jsonscan"
 	"github.com/agui-proxy/agui-proxy/compact"
-	"github.com/agui-proxy/agui-proxy/internal/jsonscan"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
-	"slices"
 )
 
 // The encoding of a version 2 checkpoint record: the magic, then
@@ -109,7 +108,7 @@ func appendDelta(b []byte, d *branchDelta) []byte {
 }
 
 // deltaFrameTag starts a delta appended to a stored (unpacked) segment: a run's delta is
-// added with the store's AppendCheckpoint, in bytes of the delta, instead of writing the
+// appended by the store (WriteCheckpoints), in bytes of the delta, instead of writing the
 // segment again (whose bytes grow with the thread). A record is its body's deltas, then any
 // number of appended frames; a frame for a run that has a delta already replaces it (as
 // storeCheckpoint's segment in memory does).
@@ -208,6 +207,7 @@ func decodeRecord(data []byte, headerOnly bool) (*checkpointRecord, error) {
 	}
 	// Appended frames (deltaFrameTag): in an unpacked record only (a packed one ends with its
 	// DEFLATE bytes, and the inflated rest with its last delta).
+	appended := false
 	for !packed && r.err == nil && len(r.b) > 0 {
 		if r.b[0] != deltaFrameTag {
 			r.err = errRecordEncoding
@@ -216,13 +216,32 @@ func decodeRecord(data []byte, headerOnly bool) (*checkpointRecord, error) {
 		r.b = r.b[1:]
 		var d branchDelta
 		if r.delta(&d); r.err == nil {
-			rec.Deltas = append(slices.DeleteFunc(rec.Deltas, func(x branchDelta) bool { return x.Run == d.Run }), d)
+			rec.Deltas, appended = append(rec.Deltas, d), true
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errRecordEncoding
 	}
+	if appended && r.err == nil {
+		rec.Deltas = lastDeltaPerRun(rec.Deltas)
+	}
 	return rec, r.err
+}
+
+// lastDeltaPerRun keeps, of deltas naming the same run, the last one, in its place: a frame
+// appended for a run that has a delta replaces it, as the segment kept in memory does
+// (storeCheckpoint). One pass with a set (a delta per run, thousands in a long segment).
+func lastDeltaPerRun(deltas []branchDelta) []branchDelta {
+	seen := make(map[string]bool, len(deltas))
+	keep := len(deltas)
+	for i := len(deltas) - 1; i >= 0; i-- {
+		if !seen[deltas[i].Run] {
+			seen[deltas[i].Run] = true
+			keep--
+			deltas[keep] = deltas[i]
+		}
+	}
+	return deltas[keep:]
 }
 
 func (r *recordReader) delta(d *branchDelta) {

@@ -1230,9 +1230,10 @@ func (s *DiskStore) PutCheckpoint(ctx context.Context, threadID, runID string, d
 	})
 }
 
-// AppendCheckpoint implements Store. The checkpoint is written again whole, in its pieces (a
-// disk store writes checkpoints off the runs' way, see proxy.Handler.checkpointsAtEnd).
-func (s *DiskStore) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
+// appendCheckpoint is WriteCheckpoints' append: the checkpoint is written again whole, in its
+// pieces (a disk store writes checkpoints off the runs' way, see
+// proxy.Handler.checkpointsAtEnd).
+func (s *DiskStore) appendCheckpoint(threadID, runID string, prefix, data []byte) error {
 	k := runKey(threadID, runID)
 	return s.writeRun(threadID, runID, func(tx *bolt.Tx, r *diskRun, now time.Time) error {
 		old := readCheckpoint(tx.Bucket(bucketCkpt), k)
@@ -1245,7 +1246,7 @@ func (s *DiskStore) AppendCheckpoint(ctx context.Context, threadID, runID string
 
 // WriteCheckpoints implements Store, one write (and transaction) after the other.
 func (s *DiskStore) WriteCheckpoints(ctx context.Context, threadID string, writes []CheckpointWrite) (int, error) {
-	return WriteCheckpointsOneByOne(ctx, s, threadID, writes)
+	return writeEach(ctx, s, threadID, writes)
 }
 
 // putCheckpointIn stores data as the checkpoint at k, in pieces, replacing any earlier one.

@@ -63,7 +63,7 @@
 //   - finish_run.lua (Store.FinishRun called directly): status, detail, missing tail as a
 //     gap, TTL of all the thread's keys.
 //   - delete_run.lua: the run's keys and the runs list together.
-//   - write_checkpoints.lua (PutCheckpoint, AppendCheckpoint, WriteCheckpoints): checkpoints
+//   - write_checkpoints.lua (PutCheckpoint, WriteCheckpoints): checkpoints
 //     written whole or appended to, in order, each only while its run exists, with the run's
 //     TTL; a segment's delta and the run's pointer to it in one call.
 //   - delete_thread.lua: every key of a thread, refused while a run is running.

@@ -511,8 +511,8 @@ func (m *MemoryStore) PutCheckpoint(ctx context.Context, threadID, runID string,
 	return nil
 }
 
-// AppendCheckpoint implements Store.
-func (m *MemoryStore) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
+// appendCheckpoint is WriteCheckpoints' append.
+func (m *MemoryStore) appendCheckpoint(threadID, runID string, prefix, data []byte) error {
 	r, now, err := m.lockRun(threadID, runID)
 	if err != nil {
 		return err
@@ -533,7 +533,7 @@ func (m *MemoryStore) AppendCheckpoint(ctx context.Context, threadID, runID stri
 
 // WriteCheckpoints implements Store, one write after the other.
 func (m *MemoryStore) WriteCheckpoints(ctx context.Context, threadID string, writes []CheckpointWrite) (int, error) {
-	return WriteCheckpointsOneByOne(ctx, m, threadID, writes)
+	return writeEach(ctx, m, threadID, writes)
 }
 
 // Checkpoint implements Store.

@@ -995,14 +995,8 @@ func (s *RedisStore) PutCheckpoint(ctx context.Context, threadID, runID string, 
 	return err
 }
 
-// AppendCheckpoint implements Store: APPEND, the run's TTL on the key as PutCheckpoint gives it.
-func (s *RedisStore) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
-	_, err := s.WriteCheckpoints(ctx, threadID, []CheckpointWrite{{RunID: runID, Data: data, Append: true, Prefix: prefix}})
-	return err
-}
-
 // WriteCheckpoints implements Store: one write_checkpoints.lua call (the keys of one thread
-// share its Cluster slot).
+// share its Cluster slot); an append is an APPEND, the run's TTL on the key as a put gives it.
 func (s *RedisStore) WriteCheckpoints(ctx context.Context, threadID string, writes []CheckpointWrite) (int, error) {
 	if len(writes) == 0 {
 		return 0, nil

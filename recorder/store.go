@@ -207,15 +207,12 @@ type Store interface {
 	// PutCheckpoint stores data as the run's checkpoint (the compacted state at its end),
 	// replacing any earlier one.
 	PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error
-	// AppendCheckpoint appends data to the run's checkpoint if that starts with prefix (a
-	// segment takes one more run's delta without rewriting what it holds). Errors:
-	// ErrNotFound when the run has no checkpoint, or one that does not start with prefix
-	// (nothing is appended then); ErrRunNotFound when the run is gone.
-	AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error
-	// WriteCheckpoints makes writes in order, as PutCheckpoint and AppendCheckpoint would, in
-	// one round trip where the store can (a segment's delta and the run's pointer to it). It
-	// stops at the first write that fails and returns how many were made before it, and that
-	// write's error.
+	// WriteCheckpoints makes writes in order, in one round trip where the store can (a
+	// segment's delta appended and the run's pointer to it): each stores a run's checkpoint
+	// as PutCheckpoint does, or appends to it (CheckpointWrite.Append). It stops at the first
+	// write that fails and returns how many were made before it, and that write's error:
+	// ErrRunNotFound when its run is gone; for an append, ErrNotFound when the run has no
+	// checkpoint, or one that does not start with the write's prefix (nothing appended).
 	WriteCheckpoints(ctx context.Context, threadID string, writes []CheckpointWrite) (int, error)
 	// Checkpoint returns the run's checkpoint or ErrNotFound.
 	Checkpoint(ctx context.Context, threadID, runID string) ([]byte, error)
@@ -373,7 +370,8 @@ func ValidEpoch(s string) bool {
 }
 
 // CheckpointWrite is one write of Store.WriteCheckpoints: Data stored as RunID's checkpoint,
-// or, with Append, appended to it if it starts with Prefix (Store.AppendCheckpoint).
+// or, with Append, appended to it if it starts with Prefix (a segment takes one more run's
+// delta without rewriting what it holds).
 type CheckpointWrite struct {
 	RunID  string
 	Data   []byte
@@ -381,14 +379,18 @@ type CheckpointWrite struct {
 	Prefix []byte
 }
 
-// WriteCheckpointsOneByOne is WriteCheckpoints made of s's PutCheckpoint and
-// AppendCheckpoint, one write after the other: for a store whose writes are local, and for a
-// wrapper of a Store that changes those two.
-func WriteCheckpointsOneByOne(ctx context.Context, s Store, threadID string, writes []CheckpointWrite) (int, error) {
+// localCheckpoints is a store whose checkpoint writes are local (memory, disk).
+type localCheckpoints interface {
+	PutCheckpoint(ctx context.Context, threadID, runID string, data []byte) error
+	appendCheckpoint(threadID, runID string, prefix, data []byte) error
+}
+
+// writeEach is WriteCheckpoints for a store whose writes are local: one write after the other.
+func writeEach(ctx context.Context, s localCheckpoints, threadID string, writes []CheckpointWrite) (int, error) {
 	for i, w := range writes {
 		var err error
 		if w.Append {
-			err = s.AppendCheckpoint(ctx, threadID, w.RunID, w.Prefix, w.Data)
+			err = s.appendCheckpoint(threadID, w.RunID, w.Prefix, w.Data)
 		} else {
 			err = s.PutCheckpoint(ctx, threadID, w.RunID, w.Data)
 		}

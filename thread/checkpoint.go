@@ -28,7 +28,7 @@ import (
 //     messages of the parent's branch, then these events and these messages";
 //   - every other run's checkpoint is a small pointer naming its segment.
 //
-// A run's delta is appended to its segment as stored (Store.AppendCheckpoint, deltaFrame), so
+// A run's delta is appended to its segment as stored (Store.WriteCheckpoints, deltaFrame), so
 // a run's end writes the bytes of its delta and of its pointer, not its segment's, which grow
 // with the thread; a packed segment, or one the store no longer has, is written whole.
 // A segment takes deltas until their bytes pass the larger of segmentGrowth times its base's

@@ -99,11 +99,13 @@ func recordChatRun(t testing.TB, s *thread.Service, threadID, runID, msgID strin
 type noCheckpoints struct{ recorder.Store }
 
 func (noCheckpoints) PutCheckpoint(context.Context, string, string, []byte) error { return nil }
-func (noCheckpoints) AppendCheckpoint(context.Context, string, string, []byte, []byte) error {
-	return recorder.ErrNotFound
-}
-func (n noCheckpoints) WriteCheckpoints(ctx context.Context, threadID string, writes []recorder.CheckpointWrite) (int, error) {
-	return recorder.WriteCheckpointsOneByOne(ctx, n, threadID, writes)
+func (noCheckpoints) WriteCheckpoints(_ context.Context, _ string, writes []recorder.CheckpointWrite) (int, error) {
+	for i, w := range writes {
+		if w.Append { // (there is no checkpoint to append to)
+			return i, recorder.ErrNotFound
+		}
+	}
+	return len(writes), nil
 }
 func (noCheckpoints) Checkpoint(context.Context, string, string) ([]byte, error) {
 	return nil, recorder.ErrNotFound
@@ -229,12 +231,6 @@ func (w *writeCounter) PutCheckpoint(ctx context.Context, threadID, runID string
 	w.calls.Add(1)
 	w.written.Add(int64(len(data)))
 	return w.Store.PutCheckpoint(ctx, threadID, runID, data)
-}
-
-func (w *writeCounter) AppendCheckpoint(ctx context.Context, threadID, runID string, prefix, data []byte) error {
-	w.calls.Add(1)
-	w.written.Add(int64(len(data)))
-	return w.Store.AppendCheckpoint(ctx, threadID, runID, prefix, data)
 }
 
 func (w *writeCounter) WriteCheckpoints(ctx context.Context, threadID string, writes []recorder.CheckpointWrite) (int, error) {

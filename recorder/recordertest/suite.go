@@ -758,16 +758,22 @@ func testWriteCheckpoints(t *testing.T, s recorder.Store) {
 	}
 }
 
-// testAppendCheckpoint: AppendCheckpoint appends to a checkpoint that starts with the prefix
-// given, and to nothing else; what PutCheckpoint stores next replaces it all.
+// appendCheckpoint is one append by WriteCheckpoints.
+func appendCheckpoint(ctx context.Context, s recorder.Store, threadID, runID string, prefix, data []byte) error {
+	_, err := s.WriteCheckpoints(ctx, threadID, []recorder.CheckpointWrite{{RunID: runID, Data: data, Append: true, Prefix: prefix}})
+	return err
+}
+
+// testAppendCheckpoint: an append (WriteCheckpoints) appends to a checkpoint that starts with
+// the prefix given, and to nothing else; what PutCheckpoint stores next replaces it all.
 func testAppendCheckpoint(t *testing.T, s recorder.Store) {
 	ctx := t.Context()
 	mustCreate(t, s, newRun("t1", "a1"))
-	if err := s.AppendCheckpoint(ctx, "t1", "a1", nil, []byte("x")); !errors.Is(err, recorder.ErrNotFound) {
-		t.Errorf("AppendCheckpoint(t1/a1) without a checkpoint = %v, want ErrNotFound", err)
+	if err := appendCheckpoint(ctx, s, "t1", "a1", nil, []byte("x")); !errors.Is(err, recorder.ErrNotFound) {
+		t.Errorf("append to t1/a1 without a checkpoint = %v, want ErrNotFound", err)
 	}
-	if err := s.AppendCheckpoint(ctx, "t1", "nope", nil, []byte("x")); !errors.Is(err, recorder.ErrRunNotFound) {
-		t.Errorf("AppendCheckpoint(t1/nope) = %v, want ErrRunNotFound", err)
+	if err := appendCheckpoint(ctx, s, "t1", "nope", nil, []byte("x")); !errors.Is(err, recorder.ErrRunNotFound) {
+		t.Errorf("append to t1/nope = %v, want ErrRunNotFound", err)
 	}
 	want := []byte("SEG\x00base")
 	if err := s.PutCheckpoint(ctx, "t1", "a1", want); err != nil {
@@ -779,8 +785,8 @@ func testAppendCheckpoint(t *testing.T, s recorder.Store) {
 		if i == 1 {
 			prefix = nil // (no prefix: any checkpoint)
 		}
-		if err := s.AppendCheckpoint(ctx, "t1", "a1", prefix, add); err != nil {
-			t.Fatalf("AppendCheckpoint(t1/a1, %.20q) = %v", add, err)
+		if err := appendCheckpoint(ctx, s, "t1", "a1", prefix, add); err != nil {
+			t.Fatalf("append of %.20q to t1/a1 = %v", add, err)
 		}
 		want = append(want, add...)
 	}
@@ -791,8 +797,8 @@ func testAppendCheckpoint(t *testing.T, s recorder.Store) {
 		t.Errorf("Checkpoint(t1/a1) after appends = %d bytes %.40q, %v, want %d bytes %.40q", len(got), got, err, len(want), want)
 	}
 	for _, prefix := range []string{"SEG\x01", "SEG\x00base+d1+d3 and more than it holds"} {
-		if err := s.AppendCheckpoint(ctx, "t1", "a1", []byte(prefix), []byte("no")); !errors.Is(err, recorder.ErrNotFound) {
-			t.Errorf("AppendCheckpoint(t1/a1) with prefix %q = %v, want ErrNotFound", prefix, err)
+		if err := appendCheckpoint(ctx, s, "t1", "a1", []byte(prefix), []byte("no")); !errors.Is(err, recorder.ErrNotFound) {
+			t.Errorf("append to t1/a1 with prefix %q = %v, want ErrNotFound", prefix, err)
 		}
 	}
 	if got, _ := s.Checkpoint(ctx, "t1", "a1"); !bytes.Equal(got, want) {
@@ -921,7 +927,7 @@ func testHostileIDs(t *testing.T, s recorder.Store) {
 		_, err = s.Events(ctx, id, "r1", 0, 0)
 		check("Events", err)
 		check("PutCheckpoint", s.PutCheckpoint(ctx, "t1", id, nil))
-		check("AppendCheckpoint", s.AppendCheckpoint(ctx, "t1", id, nil, nil))
+		check("WriteCheckpoints(append)", appendCheckpoint(ctx, s, "t1", id, nil, nil))
 		_, err = s.WriteCheckpoints(ctx, id, []recorder.CheckpointWrite{{RunID: id}})
 		check("WriteCheckpoints", err)
 		_, err = s.Checkpoint(ctx, id, "r1")
@@ -1047,7 +1053,7 @@ func testClose(t *testing.T, s recorder.Store) {
 	_, err = s.Events(ctx, "t1", "r1", 0, 0)
 	check("Events", err)
 	check("PutCheckpoint", s.PutCheckpoint(ctx, "t1", "r1", nil))
-	check("AppendCheckpoint", s.AppendCheckpoint(ctx, "t1", "r1", nil, nil))
+	check("WriteCheckpoints(append)", appendCheckpoint(ctx, s, "t1", "r1", nil, nil))
 	_, err = s.WriteCheckpoints(ctx, "t1", []recorder.CheckpointWrite{{RunID: "r1"}})
 	check("WriteCheckpoints", err)
 	_, err = s.Checkpoint(ctx, "t1", "r1")

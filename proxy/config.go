@@ -73,6 +73,9 @@ type Config struct {
 	// route: every Handler has its own recorder.Writer). Default
 	// recorder.DefaultMaxBufferedEvents.
 	RecorderBuffer int
+	// RecorderBufferBytes bounds the bytes of those events the same way (default
+	// recorder.DefaultMaxBufferedBytes): a full buffer, by events or bytes, slows the runs.
+	RecorderBufferBytes int64
 	// RecorderFullWait is how long a run waits for room in a full recorder buffer while the
 	// store makes no progress, before its events are dropped with a gap (zero:
 	// recorder.DefaultFullWait; negative: drop at once). While the store keeps making

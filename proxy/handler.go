@@ -84,6 +84,7 @@ func New(cfg Config) (*Handler, error) {
 		Store:             h.store,
 		Durability:        cfg.Durability,
 		MaxBufferedEvents: cfg.RecorderBuffer,
+		MaxBufferedBytes:  cfg.RecorderBufferBytes,
 		FullWait:          cfg.RecorderFullWait,
 		Linger:            recorderLinger(cfg.RecorderLinger, recorder.DefaultLinger),
 		BusyLinger:        recorderLinger(cfg.RecorderBusyLinger, recorder.DefaultBusyLinger),

@@ -286,3 +286,58 @@ func TestFaultOverflow(t *testing.T) {
 		t.Errorf("Stats() = %+v, want 51 appended, 150 dropped, 0 queued, 1 finished", st)
 	}
 }
+
+// TestFaultLargeEventsBounded: an agent streaming large events while Redis is frozen. Before
+// the recorder's buffer had a byte bound, 65,536 events of 1 MB were 64 GB of memory; now the
+// caller is slowed once MaxBufferedBytes wait, nothing is dropped, and after SIGCONT every
+// event is stored byte-exact, in store calls of at most MaxBatchBytes (or one event).
+func TestFaultLargeEventsBounded(t *testing.T) {
+	const (
+		bufBytes   = 2 << 20
+		batchBytes = 1 << 20
+		evBytes    = 256 << 10
+		n          = 48 // 12 MiB: six times the buffer
+	)
+	srv := redistest.Start(t)
+	store := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "big"})
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedBytes: bufBytes, MaxBatchBytes: batchBytes, FullWait: 5 * time.Minute, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	r := testRun("t", "big")
+	if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]recorder.Event, n)
+	for i := range want {
+		want[i] = sizedEvent(r, int64(i+1), evBytes)
+	}
+	srv.Stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, ev := range want {
+			if err := w.Append(r, ev); err != nil {
+				t.Errorf("Append(%d) = %v, want nil (backpressure, no drop)", ev.Seq, err)
+				return
+			}
+		}
+	}()
+	redistest.WaitFor(t, 30*time.Second, "the caller slowed by a full buffer", func() bool { return w.Stats().Waits > 0 })
+	if st := w.Stats(); st.HighWaterBytes > bufBytes || st.Queued*evBytes > bufBytes {
+		t.Errorf("while frozen: Stats() = %+v, want at most %d bytes queued", st, bufBytes)
+	}
+	srv.Continue()
+	<-done
+	w.Finish(r, recorder.StatusFinished, "", n)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkStoredFrames(t, store, r, want)
+	got, err := store.Run(t.Context(), r.ThreadID, r.RunID)
+	if err != nil || got.Status != recorder.StatusFinished || len(got.Gaps) != 0 {
+		t.Errorf("Run = %+v, %v, want finished without gaps", got, err)
+	}
+	if st := w.Stats(); st.Dropped != 0 || st.HighWaterBytes > bufBytes {
+		t.Errorf("Stats() = %+v, want 0 dropped, high water at most %d bytes", st, bufBytes)
+	}
+}

@@ -39,8 +39,15 @@ func (d Durability) String() string {
 const (
 	DefaultMaxBufferedEvents = 65536
 	DefaultMaxBatchEvents    = 512
-	DefaultRetryMin          = 50 * time.Millisecond
-	DefaultRetryMax          = 2 * time.Second
+	// DefaultMaxBufferedBytes bounds the bytes of the events waiting to be stored (see
+	// WriterConfig.MaxBufferedBytes): 65,536 events of the proxy's largest (10 MB) would
+	// otherwise be 640 GB.
+	DefaultMaxBufferedBytes = 256 << 20
+	// DefaultMaxBatchBytes bounds the bytes of one Store.Append call (see
+	// WriterConfig.MaxBatchBytes).
+	DefaultMaxBatchBytes = 8 << 20
+	DefaultRetryMin      = 50 * time.Millisecond
+	DefaultRetryMax      = 2 * time.Second
 	// DefaultFullWait is how long Append waits for room in a full buffer while the store
 	// makes no progress, before it drops events (see WriterConfig.FullWait).
 	DefaultFullWait = 10 * time.Second
@@ -72,6 +79,17 @@ type WriterConfig struct {
 	MaxBufferedEvents int
 	// MaxBatchEvents bounds the events of one Store.Append call (default DefaultMaxBatchEvents).
 	MaxBatchEvents int
+	// MaxBufferedBytes bounds the bytes (frames and types) of the events waiting to be stored,
+	// across all runs, including the batch being written (default DefaultMaxBufferedBytes): a
+	// full buffer, by events or by bytes, slows its callers the same way (see FullWait). An
+	// event larger than the bound is taken when nothing else waits, so no event is too large
+	// to be recorded (AGUI_MAX_EVENT_BYTES bounds those).
+	MaxBufferedBytes int64
+	// MaxBatchBytes bounds the bytes of one Store.Append call (default DefaultMaxBatchBytes):
+	// a batch ends before the event that would pass it, so one store call, and the time the
+	// store spends on it (a Lua script blocks a Redis server while it runs), stays bounded
+	// when the agent sends large events. A larger event goes alone.
+	MaxBatchBytes int
 	// FullWait bounds how long Append waits for room when the buffer is full: the caller (the
 	// run's pump) is slowed to the store's pace, which slows the agent through TCP
 	// backpressure, and nothing is dropped while the store keeps making progress. Events are
@@ -120,14 +138,17 @@ type WriterLease struct {
 
 // WriterStats are the Writer's counters since it started.
 type WriterStats struct {
-	Queued      int    // events waiting now, including the batch being written
-	HighWater   int    // the largest Queued seen
-	Appended    uint64 // events handed to a successful Store.Append (duplicates skipped by the store included)
-	Batches     uint64 // successful Store.Append calls
-	RoundTrips  uint64 // store calls made (Append and FinishRun, failed ones included)
-	StoreErrors uint64 // store calls that failed
-	Retries     uint64 // backoff waits after a failure
-	Dropped     uint64 // events refused because the buffer was full (or AppendSync could not queue)
+	Queued    int // events waiting now, including the batch being written
+	HighWater int // the largest Queued seen
+	// QueuedBytes and HighWaterBytes are Queued and HighWater in bytes (itemBytes).
+	QueuedBytes    int64
+	HighWaterBytes int64
+	Appended       uint64 // events handed to a successful Store.Append (duplicates skipped by the store included)
+	Batches        uint64 // successful Store.Append calls
+	RoundTrips     uint64 // store calls made (Append and FinishRun, failed ones included)
+	StoreErrors    uint64 // store calls that failed
+	Retries        uint64 // backoff waits after a failure
+	Dropped        uint64 // events refused because the buffer was full (or AppendSync could not queue)
 	// Waits counts the Append calls that found the buffer full and waited for room (the run
 	// was slowed to the store's pace); WaitTime is their summed wait.
 	Waits    uint64
@@ -157,7 +178,7 @@ type runID struct{ thread, run string }
 // Writer records events through a Store without making the caller wait while the store
 // keeps up: a bounded queue shared by all runs (a full queue slows its callers, see Append),
 // drained by ONE goroutine that writes everything queued (up to
-// MaxBatchEvents) with one Store.Append call, then the finishes taken with it (in one round
+// MaxBatchEvents and MaxBatchBytes) with one Store.Append call, then the finishes taken with it (in one round
 // trip on Redis), retrying with capped exponential backoff for as long as the Writer runs.
 // Items are written in queue order, so each run's events (and its Finish) are stored in the
 // order they were queued, retries included.
@@ -172,6 +193,7 @@ type Writer struct {
 	head     int
 	inflight int
 	events   int    // events in q[head:]
+	bytes    int64  // itemBytes of the events in q[head:]
 	enq      uint64 // items ever queued
 	// done counts the items ever completed, in queue order: written under mu (with
 	// progress), read without it by Stored, which a pump calls per event.
@@ -213,6 +235,12 @@ func NewWriter(cfg WriterConfig) *Writer {
 	}
 	if cfg.MaxBatchEvents <= 0 {
 		cfg.MaxBatchEvents = DefaultMaxBatchEvents
+	}
+	if cfg.MaxBufferedBytes <= 0 {
+		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if cfg.FullWait == 0 {
 		cfg.FullWait = DefaultFullWait
@@ -274,21 +302,34 @@ func (w *Writer) waiting(delta int) {
 // (completion is reached when done >= position) and whether it was queued.
 func (w *Writer) enqueue(it item) (uint64, bool) {
 	if it.finish == nil {
-		if w.events >= w.cfg.MaxBufferedEvents {
+		size := itemBytes(it)
+		// An event larger than the whole bound is taken once nothing else waits.
+		if w.events >= w.cfg.MaxBufferedEvents || (w.events > 0 && w.bytes+size > w.cfg.MaxBufferedBytes) {
 			return 0, false
 		}
 		w.events++
+		w.bytes += size
 		w.st.HighWater = max(w.st.HighWater, w.events)
+		w.st.HighWaterBytes = max(w.st.HighWaterBytes, w.bytes)
 	}
 	if w.head > 0 && w.head == len(w.q) && w.inflight == 0 {
 		w.q, w.head = w.q[:0], 0
 	}
 	w.q = append(w.q, it)
 	w.enq++
-	if w.cfg.Linger > 0 && len(w.q)-w.head == w.cfg.MaxBatchEvents {
+	if w.cfg.Linger > 0 && (len(w.q)-w.head == w.cfg.MaxBatchEvents || w.bytes >= int64(w.cfg.MaxBatchBytes)) {
 		w.hurryUp()
 	}
 	return w.enq, true
+}
+
+// itemBytes is what an event counts against MaxBufferedBytes and MaxBatchBytes: its frame
+// and type (a finish counts nothing).
+func itemBytes(it item) int64 {
+	if it.finish != nil {
+		return 0
+	}
+	return int64(len(it.ev.Frame) + len(it.ev.Type))
 }
 
 // validItem refuses values a store would refuse forever, so they never block the queue.
@@ -392,7 +433,7 @@ func (w *Writer) dropLocked(run Run, seq int64) {
 	if !w.overflow[id] {
 		w.overflow[id] = true
 		w.log.Warn("recorder: buffer full, dropping events; the run will be marked with a gap",
-			"thread_id", run.ThreadID, "run_id", run.RunID, "seq", seq, "buffered", w.events)
+			"thread_id", run.ThreadID, "run_id", run.RunID, "seq", seq, "buffered", w.events, "buffered_bytes", w.bytes)
 	}
 }
 
@@ -546,6 +587,7 @@ func (w *Writer) Stats() WriterStats {
 	defer w.mu.Unlock()
 	st := w.st
 	st.Queued = w.events
+	st.QueuedBytes = w.bytes
 	return st
 }
 
@@ -587,11 +629,16 @@ func (w *Writer) loop() {
 			continue
 		}
 		take = take[:0]
-		n := 0
+		n, size := 0, int64(0)
 		for i := w.head; i < len(w.q) && n < w.cfg.MaxBatchEvents; i++ {
+			b := itemBytes(w.q[i])
+			if n > 0 && size+b > int64(w.cfg.MaxBatchBytes) {
+				break
+			}
 			take = append(take, w.q[i])
 			if w.q[i].finish == nil {
 				n++
+				size += b
 			}
 		}
 		w.inflight = len(take)
@@ -609,6 +656,7 @@ func (w *Writer) loop() {
 		w.inflight = 0
 		w.writeStart = time.Time{}
 		w.events -= n
+		w.bytes -= size
 		w.done.Add(uint64(len(take)))
 		for _, it := range take {
 			if it.finish != nil {
@@ -632,7 +680,7 @@ func (w *Writer) loop() {
 // after a batch of BusyRuns runs or more): only while nobody waits on the store, the queue
 // holds less than a batch and the Writer is open. w.mu must be held.
 func (w *Writer) lingerLeft(lastStart time.Time) time.Duration {
-	if w.cfg.Linger <= 0 || w.closed || w.urgent > 0 || len(w.q)-w.head >= w.cfg.MaxBatchEvents {
+	if w.cfg.Linger <= 0 || w.closed || w.urgent > 0 || len(w.q)-w.head >= w.cfg.MaxBatchEvents || w.bytes >= int64(w.cfg.MaxBatchBytes) {
 		return 0
 	}
 	linger := w.cfg.Linger

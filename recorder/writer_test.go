@@ -1,6 +1,7 @@
 package recorder_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -773,4 +774,93 @@ func TestWriterLease(t *testing.T) {
 		t.Fatal("LeasedSince still vouches for a finished run")
 	}
 	checkStored(t, s, r, 2)
+}
+
+// sizedEvent is testEvent with a payload of n bytes: the frames an agent streaming large
+// events (file contents, images as data URLs) sends.
+func sizedEvent(r recorder.Run, seq int64, n int) recorder.Event {
+	f := recorder.AppendCursor([]byte("id: "), r.RunID, r.Epoch, seq)
+	f = fmt.Appendf(f, "\ndata: {\"type\":\"CUSTOM\",\"n\":%d,\"value\":\"%s\"}\n\n", seq, strings.Repeat("x", n))
+	return recorder.Event{Seq: seq, Type: "CUSTOM", Frame: f}
+}
+
+// checkStoredFrames asserts the store holds exactly want for r, in order, byte-exact.
+func checkStoredFrames(t *testing.T, s recorder.Store, r recorder.Run, want []recorder.Event) {
+	t.Helper()
+	evs, err := s.Events(context.Background(), r.ThreadID, r.RunID, 0, 0)
+	if err != nil {
+		t.Fatalf("Events(%s/%s) = %v", r.ThreadID, r.RunID, err)
+	}
+	if len(evs) != len(want) {
+		t.Fatalf("Events(%s/%s) = %d events, want %d", r.ThreadID, r.RunID, len(evs), len(want))
+	}
+	for i, e := range evs {
+		if e.Seq != want[i].Seq || !bytes.Equal(e.Frame, want[i].Frame) {
+			t.Fatalf("Events(%s/%s)[%d] = seq %d (%d bytes), want seq %d (%d bytes)", r.ThreadID, r.RunID, i, e.Seq, len(e.Frame), want[i].Seq, len(want[i].Frame))
+		}
+	}
+}
+
+// TestWriterBoundsBytes: large events fill the buffer by bytes long before its event count.
+// While the store is held, the queue stays within MaxBufferedBytes and the caller waits (no
+// drop); once it goes on, no store call carries more than MaxBatchBytes unless it is one
+// event, and an event larger than the whole buffer is taken alone. Everything is stored.
+func TestWriterBoundsBytes(t *testing.T) {
+	const (
+		bufBytes   = 64 << 10
+		batchBytes = 20 << 10
+		evBytes    = 8 << 10
+		n          = 40
+	)
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: make(chan struct{})}
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBufferedBytes: bufBytes, MaxBatchBytes: batchBytes, FullWait: time.Minute})
+	r := testRun("t", "r")
+	if _, err := store.CreateRun(t.Context(), r, recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var want []recorder.Event
+	for seq := int64(1); seq < n; seq++ {
+		want = append(want, sizedEvent(r, seq, evBytes))
+	}
+	want = append(want, sizedEvent(r, n, 2*bufBytes)) // larger than the whole buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, ev := range want {
+			if err := w.Append(r, ev); err != nil {
+				t.Errorf("Append(%d) = %v, want nil (backpressure, no drop)", ev.Seq, err)
+				return
+			}
+		}
+	}()
+	redistest.WaitFor(t, 10*time.Second, "the caller waiting for room", func() bool { return w.Stats().Waits > 0 })
+	st := w.Stats()
+	if st.QueuedBytes > bufBytes || st.HighWaterBytes > bufBytes || st.Queued >= n/2 {
+		t.Errorf("held store: Stats() = %+v, want at most %d bytes queued (a few events of %d bytes)", st, bufBytes, evBytes)
+	}
+	close(store.gate)
+	<-done
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	checkStoredFrames(t, store.Store, r, want)
+	store.mu.Lock()
+	for i, call := range store.batches {
+		var events, size int
+		for _, b := range call {
+			for _, e := range b.Events {
+				events++
+				size += len(e.Frame) + len(e.Type)
+			}
+		}
+		if size > batchBytes && events > 1 {
+			t.Errorf("store call %d: %d events, %d bytes; want at most %d bytes unless one event", i, events, size, batchBytes)
+		}
+	}
+	calls := len(store.batches)
+	store.mu.Unlock()
+	if st := w.Stats(); st.Dropped != 0 || st.QueuedBytes != 0 || st.HighWaterBytes < 2*bufBytes {
+		t.Errorf("Stats() = %+v, want 0 dropped, 0 bytes queued, the large event counted in the high water", st)
+	}
+	t.Logf("%d events in %d store calls", n, calls)
 }

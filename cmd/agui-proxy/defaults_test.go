@@ -24,6 +24,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 	}{
 		{"AGUI_ROUTE", cfg.Route, proxy.DefaultRoute},
 		{"AGUI_RECORDER_BUFFER", cfg.RecorderBuffer, recorder.DefaultMaxBufferedEvents},
+		{"AGUI_RECORDER_BUFFER_BYTES", cfg.RecorderBufferBytes, int64(recorder.DefaultMaxBufferedBytes)},
 		{"AGUI_RECORDER_FULL_WAIT", cfg.RecorderFullWait, recorder.DefaultFullWait},
 		{"AGUI_RECORDER_LINGER", cfg.RecorderLinger, recorder.DefaultLinger},
 		{"AGUI_RECORDER_BUSY_LINGER", cfg.RecorderBusyLinger, recorder.DefaultBusyLinger},

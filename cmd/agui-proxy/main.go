@@ -146,6 +146,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			Store:                 store,
 			Durability:            durability,
 			RecorderBuffer:        cfg.RecorderBuffer,
+			RecorderBufferBytes:   cfg.RecorderBufferBytes,
 			RecorderFullWait:      cfg.RecorderFullWait,
 			RecorderLinger:        cmp.Or(cfg.RecorderLinger, -1),     // 0: none (proxy.Config's zero is the default)
 			RecorderBusyLinger:    cmp.Or(cfg.RecorderBusyLinger, -1), // 0: none, as above

@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -45,6 +46,24 @@ func TestNextSpecial(t *testing.T) {
 	}
 }
 
+// TestNextSpecialLong: the same comparison on strings of up to three of NextSpecial's windows,
+// with few special bytes (one in 1 to 2,000), so searches cross window ends and find nothing
+// for long stretches.
+func TestNextSpecialLong(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		b := make([]byte, r.IntN(3*scanWindow+20))
+		rate := 1 + r.IntN(2000)
+		for i := range b {
+			b[i] = 'a' + byte(i%26)
+			if r.IntN(rate) == 0 {
+				b[i] = []byte{'"', '\\', 0x1f, 0}[r.IntN(4)]
+			}
+		}
+		check(t, b)
+	}
+}
+
 // FuzzNextSpecial: the same comparison on any bytes. Seeds: testdata/fuzz/FuzzNextSpecial.
 func FuzzNextSpecial(f *testing.F) {
 	f.Add([]byte(`"plain ascii text, long enough for two words"`))
@@ -52,15 +71,36 @@ func FuzzNextSpecial(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { check(t, b) })
 }
 
+// BenchmarkNextSpecial scans a text of 4,096 bytes to its end: without special bytes, with an
+// escape every 40 bytes (markdown's newlines, as \n), and split into keys of 6 bytes.
 func BenchmarkNextSpecial(b *testing.B) {
-	s := make([]byte, 4096)
-	for i := range s {
-		s[i] = 'a' + byte(i%26)
+	plain := make([]byte, 4096)
+	for i := range plain {
+		plain[i] = 'a' + byte(i%26)
 	}
-	b.SetBytes(int64(len(s)))
-	for b.Loop() {
-		if NextSpecialCtl(s, 0) != len(s) {
-			b.Fatal("found a special byte")
+	escaped := slices.Clone(plain)
+	for i := 39; i < len(escaped); i += 40 {
+		escaped[i-1], escaped[i] = '\\', 'n'
+	}
+	keys := slices.Clone(plain)
+	for i := 6; i < len(keys); i += 7 {
+		keys[i] = '"'
+	}
+	for _, c := range []struct {
+		name string
+		s    []byte
+	}{{"plain", plain}, {"escaped", escaped}, {"keys", keys}} {
+		for _, f := range []struct {
+			name string
+			next func([]byte, int) int
+		}{{"", NextSpecial}, {"Ctl", NextSpecialCtl}} {
+			b.Run(c.name+f.name, func(b *testing.B) {
+				b.SetBytes(int64(len(c.s)))
+				for b.Loop() {
+					for i := f.next(c.s, 0); i < len(c.s); i = f.next(c.s, i+1) {
+					}
+				}
+			})
 		}
 	}
 }

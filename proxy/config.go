@@ -25,6 +25,7 @@ const (
 	DefaultMaxBodyBytes          = 10 << 20
 	DefaultMaxEventBytes         = 10 << 20
 	DefaultMaxRunDuration        = time.Hour
+	DefaultMaxRunBytes           = 256 << 20
 	DefaultUpstreamHeaderTimeout = time.Minute
 	DefaultUpstreamIdleTimeout   = 5 * time.Minute
 	DefaultClientQueueBytes      = attach.DefaultClientQueueBytes
@@ -128,6 +129,11 @@ type Config struct {
 	// MaxEventBytes limits one SSE frame from the upstream; a larger frame ends the run with
 	// RUN_ERROR code FRAME_TOO_LARGE. Default DefaultMaxEventBytes.
 	MaxEventBytes int
+	// MaxRunBytes bounds the bytes of the events the agent sends in one run (their SSE frames):
+	// the frame that passes it is neither forwarded nor recorded, and the run ends with
+	// RUN_ERROR code RUN_TOO_LARGE. A run's checkpoint, export and resume read the run whole;
+	// this keeps what they hold bounded. Default DefaultMaxRunBytes; negative: no limit.
+	MaxRunBytes int64
 	// MaxRunDuration bounds a run; at the limit the upstream request is cancelled and the run
 	// ends with RUN_ERROR code RUN_TIMEOUT. Default DefaultMaxRunDuration.
 	MaxRunDuration time.Duration
@@ -233,6 +239,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxRunDuration == 0 {
 		c.MaxRunDuration = DefaultMaxRunDuration
+	}
+	if c.MaxRunBytes == 0 {
+		c.MaxRunBytes = DefaultMaxRunBytes
 	}
 	if c.UpstreamHeaderTimeout == 0 {
 		c.UpstreamHeaderTimeout = DefaultUpstreamHeaderTimeout

@@ -28,7 +28,7 @@
 // latest run) and "input" (the RunAgentInput with only the messages not already in the
 // thread's history) are appended to its members. A run whose agent sends no RUN_STARTED gets
 // one first; a run that ends without RUN_FINISHED or RUN_ERROR gets a RUN_ERROR whose code says
-// why (UPSTREAM_ENDED, UPSTREAM_DISCONNECTED, UPSTREAM_IDLE, RUN_TIMEOUT, FRAME_TOO_LARGE,
+// why (UPSTREAM_ENDED, UPSTREAM_DISCONNECTED, UPSTREAM_IDLE, RUN_TIMEOUT, FRAME_TOO_LARGE, RUN_TOO_LARGE,
 // INTERRUPTED, STORAGE_UNAVAILABLE), so a recorded run always ends well-formed. The run's end is
 // recorded in the store before its terminal event is sent to any client, so a client that saw
 // the end can start the thread's next run at once, on any replica.

@@ -28,6 +28,7 @@ var (
 	errInterrupted  = errors.New("the proxy shut down before the run ended")
 	errStoreTooSlow = errors.New("the store did not acknowledge an event in time")
 	errRunAbandoned = errors.New("the upstream did not answer with an event stream")
+	errRunTooLarge  = errors.New("the run's events passed the maximum bytes of a run")
 )
 
 // RUN_ERROR codes the proxy uses when it has to end a run itself (defined in package thread,
@@ -38,6 +39,7 @@ const (
 	CodeUpstreamIdle         = thread.CodeUpstreamIdle
 	CodeRunTimeout           = thread.CodeRunTimeout
 	CodeFrameTooLarge        = thread.CodeFrameTooLarge
+	CodeRunTooLarge          = thread.CodeRunTooLarge
 	CodeInterrupted          = thread.CodeInterrupted
 	CodeStorageUnavailable   = thread.CodeStorageUnavailable
 	CodeCancelled            = thread.CodeCancelled
@@ -59,6 +61,8 @@ type run struct {
 	parent string // parentRunId to inject when the upstream's RUN_STARTED lacks one
 	// inputJSON is the normalized RunAgentInput injected as RUN_STARTED.input.
 	inputJSON []byte
+	// bytes counts the bytes of the agent's data frames so far (Config.MaxRunBytes).
+	bytes int64
 
 	ctx       context.Context // the upstream request's context; cancelled by stop or the registry
 	clientCtx context.Context // the first client's request context (its end does not end the run)
@@ -233,6 +237,12 @@ func (r *run) pump(body io.ReadCloser) {
 			r.publish(live.Event{Frame: append([]byte(nil), f.Raw...), More: rd.FrameBuffered()})
 			continue
 		}
+		if r.bytes += int64(len(f.Raw)); h.cfg.MaxRunBytes > 0 && r.bytes > h.cfg.MaxRunBytes {
+			// Neither forwarded nor recorded: the run ends with RUN_ERROR RUN_TOO_LARGE,
+			// before its checkpoint, its export or a resume has to hold more than this.
+			err = errRunTooLarge
+			break
+		}
 		typ, ok := agui.EventType(f.Data)
 		h.metrics.eventIn(typ, len(f.Raw))
 		if !f.Terminated && !ok {
@@ -346,6 +356,8 @@ func (r *run) endCause(readErr error) (code, msg string) {
 		return CodeStorageUnavailable, "agui-proxy: " + cause.Error()
 	}
 	switch {
+	case errors.Is(readErr, errRunTooLarge):
+		return CodeRunTooLarge, "agui-proxy: the agent sent more than " + strconv.FormatInt(r.h.cfg.MaxRunBytes, 10) + " bytes of events in one run"
 	case errors.Is(readErr, sse.ErrFrameTooLarge) || errors.Is(readErr, sse.ErrLineTooLong):
 		return CodeFrameTooLarge, "agui-proxy: the agent sent an event larger than " + strconv.Itoa(r.h.cfg.MaxEventBytes) + " bytes"
 	case readErr == nil || errors.Is(readErr, io.EOF):

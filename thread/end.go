@@ -19,6 +19,7 @@ const (
 	CodeUpstreamIdle         = "UPSTREAM_IDLE"         // the agent sent nothing for too long
 	CodeRunTimeout           = "RUN_TIMEOUT"           // the run exceeded the maximum run duration
 	CodeFrameTooLarge        = "FRAME_TOO_LARGE"       // the agent sent an event over the limit
+	CodeRunTooLarge          = "RUN_TOO_LARGE"         // the run's events passed the limit of a run's bytes
 	CodeInterrupted          = "INTERRUPTED"           // the proxy pumping it shut down or died
 	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"   // sync durability: the store did not answer
 	CodeCancelled            = "CANCELLED"             // POST .../stop

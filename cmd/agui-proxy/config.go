@@ -42,6 +42,7 @@ type config struct {
 	TrustedProxies        string        `env:"AGUI_TRUSTED_PROXIES" desc:"comma-separated CIDRs allowed to set the identity header (empty: any peer)"`
 	MaxBodyBytes          int64         `env:"AGUI_MAX_BODY_BYTES" envDefault:"10485760" desc:"largest run request body (413 above)"`
 	MaxEventBytes         int           `env:"AGUI_MAX_EVENT_BYTES" envDefault:"10485760" desc:"largest SSE event from the agent (the run ends with RUN_ERROR FRAME_TOO_LARGE above)"`
+	MaxRunBytes           int64         `env:"AGUI_MAX_RUN_BYTES" envDefault:"268435456" desc:"most bytes of events the agent may send in one run (the run ends with RUN_ERROR RUN_TOO_LARGE above): a run's checkpoint, export and resume read it whole; negative: no limit"`
 	MaxRunDuration        time.Duration `env:"AGUI_MAX_RUN_DURATION" envDefault:"1h" desc:"longest a run may stream (RUN_ERROR RUN_TIMEOUT after)"`
 	UpstreamHeaderTimeout time.Duration `env:"AGUI_UPSTREAM_HEADER_TIMEOUT" envDefault:"60s" desc:"wait for the agent's response headers (504 after)"`
 	UpstreamIdleTimeout   time.Duration `env:"AGUI_UPSTREAM_IDLE_TIMEOUT" envDefault:"5m" desc:"silence from the agent that ends a run (RUN_ERROR UPSTREAM_IDLE); negative disables"`
@@ -136,6 +137,9 @@ func (c config) validate() error {
 	}
 	if c.RecorderBuffer <= 0 || c.RecorderBufferBytes <= 0 {
 		errs = append(errs, fmt.Errorf("AGUI_RECORDER_BUFFER (%d) and AGUI_RECORDER_BUFFER_BYTES (%d) must be positive", c.RecorderBuffer, c.RecorderBufferBytes))
+	}
+	if c.MaxRunBytes == 0 {
+		errs = append(errs, errors.New("AGUI_MAX_RUN_BYTES is 0: set a positive bound, or a negative value for none"))
 	}
 	if c.CheckpointMemory < 0 {
 		errs = append(errs, fmt.Errorf("AGUI_CHECKPOINT_MEMORY %d is negative", c.CheckpointMemory))

@@ -32,6 +32,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"AGUI_MAX_BODY_BYTES", cfg.MaxBodyBytes, int64(proxy.DefaultMaxBodyBytes)},
 		{"AGUI_MAX_EVENT_BYTES", cfg.MaxEventBytes, proxy.DefaultMaxEventBytes},
 		{"AGUI_MAX_RUN_DURATION", cfg.MaxRunDuration, proxy.DefaultMaxRunDuration},
+		{"AGUI_MAX_RUN_BYTES", cfg.MaxRunBytes, int64(proxy.DefaultMaxRunBytes)},
 		{"AGUI_UPSTREAM_HEADER_TIMEOUT", cfg.UpstreamHeaderTimeout, proxy.DefaultUpstreamHeaderTimeout},
 		{"AGUI_UPSTREAM_IDLE_TIMEOUT", cfg.UpstreamIdleTimeout, proxy.DefaultUpstreamIdleTimeout},
 		{"AGUI_STORE_TIMEOUT", cfg.StoreTimeout, proxy.DefaultStoreTimeout},

@@ -159,6 +159,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			BodyReadTimeout:       cfg.BodyReadTimeout,
 			MaxEventBytes:         cfg.MaxEventBytes,
 			MaxRunDuration:        cfg.MaxRunDuration,
+			MaxRunBytes:           cfg.MaxRunBytes,
 			UpstreamHeaderTimeout: cfg.UpstreamHeaderTimeout,
 			UpstreamIdleTimeout:   cfg.UpstreamIdleTimeout,
 			ClientQueueBytes:      cfg.ClientQueueBytes,

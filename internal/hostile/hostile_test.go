@@ -289,6 +289,20 @@ var cases = []tcase{
 				t.Fatalf("stream %v, want RUN_ERROR FRAME_TOO_LARGE", types(evs))
 			}
 		})),
+	withCfg(smallRuns, upstreamCase("oversized", "run-over-limit", frames(fStarted, strings.Repeat(data(`{"type":"CUSTOM","name":"x","value":"`+strings.Repeat("z", 8<<10)+`"}`), 12), fFinished),
+		func(t *testing.T, e *env, thread, run string, r reply) {
+			evs := events(t, r.body)
+			if lastType(evs) != "RUN_ERROR" || !strings.Contains(string(evs[len(evs)-1].raw), "RUN_TOO_LARGE") {
+				t.Fatalf("stream %v, want it to end with RUN_ERROR RUN_TOO_LARGE", types(evs))
+			}
+			if n := len(evs) - 2; n < 6 || n > 8 { // RUN_STARTED, the events within 64 KiB, RUN_ERROR
+				t.Fatalf("stream %v: %d CUSTOM events, want the 7 within 64 KiB", types(evs), n)
+			}
+			recs, err := e.store.Events(t.Context(), thread, run, 0, 0)
+			if err != nil || len(recs) != len(evs) {
+				t.Fatalf("recorded %d events (%v), want the %d streamed", len(recs), err, len(evs))
+			}
+		})),
 
 	// Invalid JSON from the upstream: forwarded, the thread stays readable.
 	upstreamCase("invalid-json", "data-not-json", frames(fStarted, "data: {oops}\n\n", fFinished), endsWith("RUN_FINISHED")),
@@ -658,3 +672,5 @@ func (b *slowBody) Read(p []byte) (int, error) {
 func withCfg(cfg func(*proxy.Config), c tcase) tcase { c.cfg = cfg; return c }
 
 func smallEvents(c *proxy.Config) { c.MaxEventBytes = 64 << 10 }
+
+func smallRuns(c *proxy.Config) { c.MaxRunBytes = 64 << 10 }

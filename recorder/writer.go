@@ -177,8 +177,8 @@ type runID struct{ thread, run string }
 
 // Writer records events through a Store without making the caller wait while the store
 // keeps up: a bounded queue shared by all runs (a full queue slows its callers, see Append),
-// drained by ONE goroutine that writes everything queued (up to
-// MaxBatchEvents and MaxBatchBytes) with one Store.Append call, then the finishes taken with it (in one round
+// drained by ONE goroutine that writes everything queued (up to MaxBatchEvents and
+// MaxBatchBytes) with one Store.Append call, then the finishes taken with it (in one round
 // trip on Redis), retrying with capped exponential backoff for as long as the Writer runs.
 // Items are written in queue order, so each run's events (and its Finish) are stored in the
 // order they were queued, retries included.

@@ -1,7 +1,8 @@
-// Package jsonscan finds, eight bytes at a time, where a run of ordinary JSON string bytes
-// ends: at a quote, a backslash or (NextSpecialCtl) a control byte. Long strings (message
+// Package jsonscan finds where a run of ordinary JSON string bytes ends: at a quote, a
+// backslash or (NextSpecialCtl) a control byte, eight bytes at a time, and (NextSpecial) with
+// the runtime's vectorized bytes.IndexByte past a string's first words. Long strings (message
 // content, text deltas, a thread's snapshot) are most of what the proxy's JSON scanners walk;
-// a word-at-a-time search walks them several times faster than a byte loop.
+// these searches walk them several times faster than a byte loop.
 package jsonscan
 
 import (

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,13 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/compact/compacttest"
+)
+
+// The generated streams of TestCompactCrossLanguage: seeds crossFrom to crossFrom+crossStreams-1
+// (go test ./e2e -run CompactCrossLanguage -cross.from 300 -cross.streams 5000 explores more).
+var (
+	crossStreams = flag.Int("cross.streams", 300, "generated streams for TestCompactCrossLanguage")
+	crossFrom    = flag.Uint64("cross.from", 0, "first generator seed of TestCompactCrossLanguage")
 )
 
 // compactCase is one file for compact-check.mjs.
@@ -107,8 +115,7 @@ func compactWriteReplay(t *testing.T, dir, name string, events, out []compact.Ev
 func TestCompactCrossLanguage(t *testing.T) {
 	node := compactRequireNode(t)
 	dir := t.TempDir()
-	n := 300
-	for seed := range uint64(n) {
+	for seed := *crossFrom; seed < *crossFrom+uint64(*crossStreams); seed++ {
 		events := compacttest.Generate(seed, 20+int(seed%150), seed%3 == 0)
 		compactWriteCase(t, dir, fmt.Sprintf("gen-%03d", seed), events)
 		if seed%2 == 0 {

@@ -26,9 +26,10 @@
 //
 //   node resume-scenarios.mjs --proxy http://127.0.0.1:8080/ [--reattach http://127.0.0.1:8081/]
 //     [--prefix /agui/] [--scenarios chat,tools,...] [--interval 5] [--timeout 30000]
-//     [--concurrency 4] [--verbose]
+//     [--concurrency 4] [--cuts some|all] [--verbose]
 //
-// --proxy is the URL the agent runs are POSTed to; --reattach is the base URL of the proxy
+// --cuts all cuts after every event instead of the points above (a scenario of n events: n - 1
+// cuts, each reattached twice). --proxy is the URL the agent runs are POSTed to; --reattach is the base URL of the proxy
 // that serves the reattachments (its run URL is the same path as --proxy's).
 // Output: one line per scenario, then "N passed, M failed". Exit 0 only when all pass.
 
@@ -49,7 +50,7 @@ const ALL = [
 const REPLAY_COMPLETE = "agui-proxy.replay_complete";
 
 function parseArgs(argv) {
-  const opts = { scenarios: ALL, timeout: 30000, interval: 5, concurrency: 4, prefix: "/agui/", verbose: false };
+  const opts = { scenarios: ALL, timeout: 30000, interval: 5, concurrency: 4, prefix: "/agui/", verbose: false, cuts: "some" };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => {
@@ -65,6 +66,7 @@ function parseArgs(argv) {
       case "--timeout": opts.timeout = Number(val()); break;
       case "--concurrency": opts.concurrency = Number(val()); break;
       case "--verbose": opts.verbose = true; break;
+      case "--cuts": opts.cuts = val(); break;
       default: throw new Error(`unknown argument ${a}`);
     }
   }
@@ -82,6 +84,7 @@ function parseArgs(argv) {
   if (!(opts.interval >= 0)) throw new Error("--interval must be a number of ms >= 0");
   if (!(opts.concurrency >= 1)) throw new Error("--concurrency must be >= 1");
   if (opts.scenarios.length === 0) throw new Error("--scenarios is empty");
+  if (opts.cuts !== "some" && opts.cuts !== "all") throw new Error("--cuts must be some or all");
   return opts;
 }
 
@@ -260,8 +263,9 @@ function outcome(r) {
 
 // cutPoints picks K values from the uninterrupted run's wire frames: 1, the middle, the middle
 // of the first TOOL_CALL_ARGS and STATE_DELTA bursts (the K-th and the next event both of that
-// type), and the event before the terminal one. Every K leaves at least one event to resume.
-function cutPoints(frames) {
+// type), and the event before the terminal one; with all, every K. Every K leaves at least one
+// event to resume.
+function cutPoints(frames, all = false) {
   const n = frames.length;
   let term = -1;
   frames.forEach((f, i) => {
@@ -271,6 +275,10 @@ function cutPoints(frames) {
   const add = (label, k) => {
     if (k >= 1 && k < n && ![...ks.values()].includes(k)) ks.set(label, k);
   };
+  if (all) {
+    for (let k = 1; k < n; k++) add(`k${k}`, k);
+    return ks;
+  }
   add("first", 1);
   add("middle", Math.floor(n / 2));
   for (const type of ["TOOL_CALL_ARGS", "STATE_DELTA"]) {
@@ -386,7 +394,7 @@ async function runScenario(opts, scenario, nonce) {
   let reattached = 0;
   let joinedLive = 0; // reattachments whose prelude ended while the run was still going
   let noPrelude = 0; // reattachments that came before the run's first event was stored
-  const ks = cutPoints(base.tap.frames);
+  const ks = cutPoints(base.tap.frames, opts.cuts === "all");
   for (const [label, k] of ks) {
     const threadId = `resume-${nonce}-${scenario}-k${k}`;
     const cut = await runClient({

@@ -250,6 +250,7 @@ func TestResumeHarnessUsage(t *testing.T) {
 		{"no proxy", nil, "--proxy"},
 		{"bad prefix", []string{"--proxy", "http://127.0.0.1:1/", "--prefix", "agui"}, "--prefix"},
 		{"unknown flag", []string{"--proxy", "http://127.0.0.1:1/", "--cut", "3"}, "--cut"},
+		{"bad cuts", []string{"--proxy", "http://127.0.0.1:1/", "--cuts", "3"}, "--cuts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

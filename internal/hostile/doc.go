@@ -3,10 +3,10 @@
 // store and a private redis-server (internal/redistest), with careless and malicious requests and a
 // scripted upstream that misbehaves on purpose.
 //
-// Every case belongs to a class (malformed bodies, oversized bodies and events, invalid JSON,
-// invalid UTF-8, hostile ids, foreign identities, bad patches, events after the terminal
-// event, orphan events, CR-only framing, hostile upstreams, a paused Redis, limits). The
-// cases only use HTTP and the exported configuration, so they keep holding whatever the
-// packages behind the handler become. The table of classes and the invariants each case
-// checks are in hostile_test.go; the package has no code outside its tests.
+// Every case belongs to a class (malformed bodies, oversized bodies, events and runs, invalid
+// JSON, invalid UTF-8, hostile ids, foreign identities, bad patches, events after the terminal
+// event, orphan events, CR-only framing, hostile upstreams, a paused Redis, limits). The cases
+// only use HTTP and the exported configuration, so they keep holding whatever the packages
+// behind the handler become. The table of classes and the invariants each case checks are in
+// hostile_test.go; the package has no code outside its tests.
 package hostile

@@ -84,6 +84,9 @@ func TestServeOperations(t *testing.T) {
 		if strings.Contains(metrics, `agui_proxy_runs_total{outcome="finished",route="default"} 2`) &&
 			strings.Contains(metrics, `agui_proxy_upstream_events_total{event_type="TEXT_MESSAGE_CONTENT",route="default"}`) &&
 			strings.Contains(metrics, "agui_proxy_recorder_batches_total") &&
+			strings.Contains(metrics, `agui_proxy_recorder_queue_bytes{route="default"}`) &&
+			strings.Contains(metrics, `agui_proxy_recorder_queue_high_water_bytes{route="default"}`) &&
+			!strings.Contains(metrics, `agui_proxy_recorder_queue_high_water_bytes{route="default"} 0`+"\n") &&
 			strings.Contains(metrics, `agui_proxy_store_bytes{store="memory"}`) &&
 			strings.Contains(metrics, `agui_proxy_store_evictions_total{store="memory"} 0`) &&
 			strings.Contains(metrics, "agui_proxy_connections_returned_total 2") &&

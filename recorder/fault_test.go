@@ -310,16 +310,7 @@ func TestFaultLargeEventsBounded(t *testing.T) {
 		want[i] = sizedEvent(r, int64(i+1), evBytes)
 	}
 	srv.Stop()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for _, ev := range want {
-			if err := w.Append(r, ev); err != nil {
-				t.Errorf("Append(%d) = %v, want nil (backpressure, no drop)", ev.Seq, err)
-				return
-			}
-		}
-	}()
+	done := appendAll(t, w, r, want)
 	redistest.WaitFor(t, 30*time.Second, "the caller slowed by a full buffer", func() bool { return w.Stats().Waits > 0 })
 	if st := w.Stats(); st.HighWaterBytes > bufBytes || st.Queued*evBytes > bufBytes {
 		t.Errorf("while frozen: Stats() = %+v, want at most %d bytes queued", st, bufBytes)

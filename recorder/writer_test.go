@@ -784,6 +784,22 @@ func sizedEvent(r recorder.Run, seq int64, n int) recorder.Event {
 	return recorder.Event{Seq: seq, Type: "CUSTOM", Frame: f}
 }
 
+// appendAll appends events to r in a goroutine, as a run's pump does, reporting any refusal
+// (with backpressure none is expected), and returns a channel closed once it is done.
+func appendAll(t *testing.T, w *recorder.Writer, r recorder.Run, events []recorder.Event) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, ev := range events {
+			if err := w.Append(r, ev); err != nil {
+				t.Errorf("Append(%d) = %v, want nil (backpressure, no drop)", ev.Seq, err)
+				return
+			}
+		}
+	}()
+	return done
+}
+
 // checkStoredFrames asserts the store holds exactly want for r, in order, byte-exact.
 func checkStoredFrames(t *testing.T, s recorder.Store, r recorder.Run, want []recorder.Event) {
 	t.Helper()
@@ -823,16 +839,7 @@ func TestWriterBoundsBytes(t *testing.T) {
 		want = append(want, sizedEvent(r, seq, evBytes))
 	}
 	want = append(want, sizedEvent(r, n, 2*bufBytes)) // larger than the whole buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for _, ev := range want {
-			if err := w.Append(r, ev); err != nil {
-				t.Errorf("Append(%d) = %v, want nil (backpressure, no drop)", ev.Seq, err)
-				return
-			}
-		}
-	}()
+	done := appendAll(t, w, r, want)
 	redistest.WaitFor(t, 10*time.Second, "the caller waiting for room", func() bool { return w.Stats().Waits > 0 })
 	st := w.Stats()
 	if st.QueuedBytes > bufBytes || st.HighWaterBytes > bufBytes || st.Queued >= n/2 {

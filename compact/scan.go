@@ -105,11 +105,11 @@ func scanEscaped(b []byte, i int) (int, bool) {
 	}
 }
 
-// nextQuote returns the index of the first '"' or '\\' at or after i, or len(b), eight bytes
-// at a time (jsonscan).
+// nextQuote returns the index of the first '"' or '\\' at or after i, or len(b)
+// (jsonscan.NextSpecial).
 func nextQuote(b []byte, i int) int { return jsonscan.NextSpecial(b, i) }
 
-// nextSpecialCtl is nextQuote that also stops at control bytes.
+// nextSpecialCtl is nextQuote that also stops at control bytes (jsonscan.NextSpecialCtl).
 func nextSpecialCtl(b []byte, i int) int { return jsonscan.NextSpecialCtl(b, i) }
 
 func isHex(c byte) bool {

@@ -524,9 +524,7 @@ func (m *MemoryStore) appendCheckpoint(threadID, runID string, prefix, data []by
 	t := m.threads[threadID]
 	m.charge(t, r, int64(len(data)))
 	m.checkpointBytes += int64(len(data))
-	// (In place where the capacity allows: a checkpoint handed out is never longer than it
-	// was, so its readers do not see the bytes appended.)
-	r.checkpoint = append(r.checkpoint, data...)
+	r.checkpoint = append(r.checkpoint, data...) // (Checkpoint hands out copies)
 	m.touch(t, now)
 	return nil
 }

@@ -18,8 +18,9 @@ import (
 //
 // then any number of appended deltas, each deltaFrameTag and a delta as above (a segment takes
 // a run's delta by an append, see deltaFrame), where a string is a uvarint length and its
-// bytes and a list a uvarint count and that many strings. Decoding is a walk over the bytes: the events and messages it returns alias the
-// record (records are never modified), so a segment costs no JSON parse to read.
+// bytes and a list a uvarint count and that many strings. Decoding is a walk over the bytes:
+// the events and messages it returns alias the record (records are never modified), so a
+// segment costs no JSON parse to read.
 //
 // A packed record (version 3, packedRecordMagic; a segment of runs compacted at rest, see
 // packSegments) has the same header, then the rest compressed: its length (uvarint), the

@@ -81,8 +81,7 @@ func NextSpecial(b []byte, i int) int {
 const scanWindow = 512
 
 // NextSpecialCtl is NextSpecial that also stops at the bytes below 0x20 (invalid inside a JSON
-// string). (Its loop is NextSpecial's with the other flags: one loop taking the flags as a
-// function value scanned 1.4 GB/s, these 2.3.)
+// string), eight bytes at a time throughout: bytes.IndexByte cannot look for a range of bytes.
 func NextSpecialCtl(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
 		if m := specialOrControl(binary.LittleEndian.Uint64(b[i:])); m != 0 {

@@ -283,6 +283,8 @@ func bench(ctx context.Context, opts options) (*result, error) {
 	started.Add(opts.C)
 	start := time.Now()
 	tag := start.UnixNano()
+	// (History: the text every reply is held with, as long as the bench scenario's answer.)
+	reply := strings.Repeat("x", min(opts.Events*cmp.Or(opts.Size, 80), 1<<20))
 	ramped(ctx, opts.C, opts.Ramp, func(i int) {
 		wg.Go(func() {
 			var history []json.RawMessage // (History: the thread's messages as its client holds them)
@@ -297,7 +299,7 @@ func bench(ctx context.Context, opts options) (*result, error) {
 					continue
 				}
 				for _, id := range stats[i*runs+k-1].replies {
-					history = append(history, assistantMessage(id, opts))
+					history = append(history, assistantMessage(id, reply))
 				}
 				history = append(history, userMessage(benchRun(tag, i)+next))
 				stats[i*runs+k] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i)+next, history, func() {})
@@ -591,10 +593,10 @@ func userMessage(runID string) json.RawMessage {
 	return b
 }
 
-// assistantMessage is the agent's reply id as a chat client holds it after the run (History):
-// its text as long as the bench scenario's (events × size), not read from the deltas.
-func assistantMessage(id string, opts options) json.RawMessage {
-	b, _ := json.Marshal(map[string]string{"id": id, "role": "assistant", "content": strings.Repeat("x", min(opts.Events*cmp.Or(opts.Size, 80), 1<<20))})
+// assistantMessage is the agent's reply id as a chat client holds it after the run (History),
+// with text, as long as the bench scenario's answer (events × size), not read from the deltas.
+func assistantMessage(id, text string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"id": id, "role": "assistant", "content": text})
 	return b
 }
 

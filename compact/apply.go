@@ -136,6 +136,7 @@ func (r *reducer) applyMessageContent(e *pipelineEvent) error {
 	if m == nil || m.role == "activity" {
 		return nil
 	}
+	m.changed()
 	if !m.contentStr {
 		m.content, m.contentStr = m.content[:0], true
 		m.fields.set("content", nil)
@@ -170,6 +171,7 @@ func (r *reducer) applyToolCallStart(e *pipelineEvent) error {
 	id, _ := str(f.toolCallID)
 	if owner := r.callIdx[id]; owner != nil {
 		if tc := owner.findCall(id); tc != nil {
+			owner.changed()
 			if string(tc.name()) != string(f.toolCallName) {
 				tc.fn.set("name", f.toolCallName)
 			}
@@ -200,6 +202,7 @@ func (r *reducer) applyToolCallStart(e *pipelineEvent) error {
 		}
 		r.push(target)
 	}
+	target.changed()
 	if !target.hasCalls {
 		target.hasCalls = true
 		target.fields.set("toolCalls", nil)
@@ -229,6 +232,7 @@ func (r *reducer) applyToolCallDelta(e *pipelineEvent) error {
 	if tc == nil {
 		return nil
 	}
+	owner.changed()
 	if e.typ == agui.KindToolCallArgs {
 		if !tc.hasFunc {
 			tc.hasFunc = true
@@ -350,12 +354,14 @@ func (r *reducer) applyEncryptedValue(e *pipelineEvent) error {
 		for _, m := range r.messages {
 			if m.role == "assistant" {
 				if tc := m.findCall(eid); tc != nil {
+					m.changed()
 					tc.fields.set("encryptedValue", f.encryptedValue)
 					break
 				}
 			}
 		}
 	} else if m := r.byID[eid]; m != nil && m.role != "activity" {
+		m.changed()
 		m.fields.set("encryptedValue", f.encryptedValue)
 	}
 	return nil
@@ -523,6 +529,7 @@ func (r *reducer) activitySnapshot(e *pipelineEvent) error {
 		}
 		if replace {
 			m := r.messages[idx]
+			m.changed()
 			m.hold = nil
 			m.fields.set("activityType", f.activityType)
 			m.fields.set("content", f.content)
@@ -552,6 +559,7 @@ func (r *reducer) activityDelta(e *pipelineEvent) error {
 		return nil
 	}
 	m := r.messages[idx]
+	m.changed()
 	p, err := r.parseDoc(agui.KindActivityDelta, "patch", f.patch)
 	if err != nil {
 		return err

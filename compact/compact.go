@@ -74,6 +74,10 @@ var folded = [agui.NumKinds]bool{
 	agui.KindReasoningMessageChunk: true, agui.KindReasoningEncryptedValue: true,
 }
 
+// run is one run of a folded stream: its RUN_STARTED, the events that pass through it and
+// its terminal events, each already in the form the output carries (compact JSON, the
+// RUN_STARTED with input.messages emptied), so that a Fold's output costs what the thread's
+// runs hold, not a pass over their bytes.
 type run struct {
 	start *Event
 	pass  []Event
@@ -107,52 +111,114 @@ type run struct {
 // folded exactly as the client's reducer handles it (skipped, ignored, appended). Compact is
 // idempotent and never panics.
 func Compact(events []Event, opts Options) ([]Event, error) {
+	f := NewFold(opts)
+	if err := f.Feed(events); err != nil {
+		return nil, err
+	}
+	return f.Events()
+}
+
+// A Fold is Compact over a stream that arrives in parts: Feed the events as they come, and
+// Events returns what Compact returns for all the events fed so far. A thread whose runs end
+// one after the other keeps one Fold and feeds it each run, so a run's end costs what the run
+// holds and what the output holds, not a new fold of the whole thread:
+//
+//	f.Feed(a); f.Feed(b); f.Events()  ==  Compact(a ++ b)
+//
+// byte for byte, with Events callable between the Feeds. A Fold holds the messages and state
+// it folded, and the bytes of fed events it keeps in them (slices of the fed events' Raw):
+// callers must not modify those bytes afterwards. Not safe for concurrent use.
+type Fold struct {
+	r    *reducer
+	opts Options
+	runs []*run
+	n    int   // events fed so far: the index the next one has in the whole stream
+	err  error // the error a Feed returned: the Fold is spent
+
+	// The MESSAGES_SNAPSHOT of the last Events, its messages (slices of it) and their ids
+	// (Messages).
+	snap     []byte
+	snapMsgs []json.RawMessage
+	snapIDs  []string
+}
+
+// NewFold returns an empty Fold with opts (Compact's options).
+func NewFold(opts Options) *Fold {
 	opts = opts.withDefaults()
 	r := newReducer(opts)
 	r.fold = true
-	var runs []*run
+	return &Fold{r: r, opts: opts}
+}
+
+// Feed folds events after those fed before. An error is the one Compact returns for the
+// stream fed so far (a *StreamError's Index counts from the first event ever fed); the Fold
+// is then spent, and every later Feed and Events returns that error.
+func (f *Fold) Feed(events []Event) error {
+	if f.err != nil {
+		return f.err
+	}
+	r, opts := f.r, f.opts
 	for i := range events {
+		at := f.n
+		f.n++
 		e := events[i]
 		t := agui.KindOf(e.Type)
 		if (t == agui.KindUnknown || opts.Ephemeral != nil) && opts.ephemeral(e.Type) {
 			continue // (the default policy keeps every AG-UI 1.0 type)
 		}
-		if err := r.feed(i, &events[i], t); err != nil {
-			return nil, err
+		if err := r.feed(at, &e, t); err != nil {
+			f.err = err
+			return err
 		}
-		if t == agui.KindUnknown && len(runs) == 0 {
+		if t == agui.KindUnknown && len(f.runs) == 0 {
 			continue // nothing to attach it to; the client drops it anyway
 		}
 		switch t {
 		case agui.KindRunStarted:
-			runs = append(runs, &run{start: &events[i]})
+			start := mustEvent("RUN_STARTED", emptyInputMessages(compactJSON(e.Raw)))
+			f.runs = append(f.runs, &run{start: &start})
 		case agui.KindRunFinished, agui.KindRunError:
-			if len(runs) == 0 || (len(runs[len(runs)-1].terms) > 0 && runs[len(runs)-1].start == nil) {
-				runs = append(runs, &run{})
+			if len(f.runs) == 0 || (len(f.runs[len(f.runs)-1].terms) > 0 && f.runs[len(f.runs)-1].start == nil) {
+				f.runs = append(f.runs, &run{})
 			}
-			last := runs[len(runs)-1]
-			last.terms = append(last.terms, e)
+			last := f.runs[len(f.runs)-1]
+			last.terms = append(last.terms, Event{Type: e.Type, Raw: compactJSON(e.Raw)})
 		default:
-			if !folded[t] && len(runs) > 0 {
-				last := runs[len(runs)-1]
-				last.pass = append(last.pass, e)
+			if !folded[t] && len(f.runs) > 0 {
+				last := f.runs[len(f.runs)-1]
+				last.pass = append(last.pass, Event{Type: e.Type, Raw: compactJSON(e.Raw)})
 			}
 		}
 	}
+	return nil
+}
+
+// Events returns Compact's output for the events fed so far. It does not change the Fold:
+// feeding more afterwards is the same as having fed everything before one call. The events
+// share bytes with what the Fold keeps (the runs' own events); callers must not modify them.
+func (f *Fold) Events() ([]Event, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	r, runs := f.r, f.runs
 	snapAt := -1
 	for i, rn := range runs {
 		if rn.start != nil {
 			snapAt = i
 		}
 	}
-	out := make([]Event, 0, 8)
+	size := 8
+	for _, rn := range runs {
+		size += 1 + len(rn.pass) + len(rn.terms)
+	}
+	out := make([]Event, 0, size)
 	for i, rn := range runs {
 		if rn.start != nil {
-			out = append(out, mustEvent("RUN_STARTED", emptyInputMessages(compactJSON(rn.start.Raw))))
+			out = append(out, *rn.start)
 		}
 		if i == snapAt {
 			if len(r.messages) > 0 {
-				out = append(out, r.messagesSnapshotEvent())
+				out = append(out, f.snapshotEvent())
 			}
 			switch {
 			case r.held != nil:
@@ -167,9 +233,7 @@ func Compact(events []Event, opts Options) ([]Event, error) {
 				out = append(out, mustEvent("STATE_SNAPSHOT", joinBytes(`{"type":"STATE_SNAPSHOT","snapshot":`, st, `}`)))
 			}
 		}
-		for _, e := range rn.pass {
-			out = append(out, Event{Type: e.Type, Raw: compactJSON(e.Raw)})
-		}
+		out = append(out, rn.pass...)
 		// The raw events of activity messages whose fold stopped (fold.go) follow the last
 		// MESSAGES_SNAPSHOT of the output; reopen may add one.
 		if i == len(runs)-1 && len(rn.terms) == 0 {
@@ -177,11 +241,56 @@ func Compact(events []Event, opts Options) ([]Event, error) {
 		} else if i == snapAt {
 			out = append(out, r.heldActivityEvents()...)
 		}
-		for _, e := range rn.terms {
-			out = append(out, Event{Type: e.Type, Raw: compactJSON(e.Raw)})
+		out = append(out, rn.terms...)
+	}
+	// From now on each message's rendering is kept: the next Events copies those no event
+	// changed. (A Fold asked once, as Compact's, renders once.)
+	r.keepRendered = true
+	return out, nil
+}
+
+// snapshotEvent is the MESSAGES_SNAPSHOT of Events, with where its messages are kept for
+// Messages.
+func (f *Fold) snapshotEvent() Event {
+	ends := make([]int, 0, len(f.r.messages))
+	b := f.r.appendMessagesAt([]byte(snapshotPrefix), &ends)
+	b = append(b, '}')
+	start := len(snapshotPrefix) + 1
+	msgs := make([]json.RawMessage, len(ends))
+	for i, end := range ends {
+		msgs[i] = b[start:end:end]
+		start = end + 1
+	}
+	// The ids as MessageIDs reads them from the rendered messages: the string value of each
+	// one's "id" member (a message holds one: obj.set keeps the last duplicate).
+	ids := make([]string, 0, len(f.r.messages))
+	for _, m := range f.r.messages {
+		v, _ := m.fields.get("id")
+		if s, ok := jsonString(v); ok {
+			if string(s) == m.id {
+				ids = append(ids, m.id) // (no copy: the common case)
+			} else {
+				ids = append(ids, string(s))
+			}
 		}
 	}
-	return out, nil
+	f.snap, f.snapMsgs, f.snapIDs = b, msgs, ids
+	return mustEvent("MESSAGES_SNAPSHOT", b)
+}
+
+// snapshotPrefix is how a MESSAGES_SNAPSHOT of Compact's starts, up to its messages' array.
+const snapshotPrefix = `{"type":"MESSAGES_SNAPSHOT","messages":`
+
+// Messages returns the messages of snapshot, the bytes of a MESSAGES_SNAPSHOT event that the
+// last Events returned (its messages array split into its members, each a slice of
+// snapshot), and their ids as MessageIDs returns them for that array; ok is false when
+// snapshot is not that event. A caller that keeps a branch's messages apart learns them
+// without scanning the snapshot again.
+func (f *Fold) Messages(snapshot []byte) (messages []json.RawMessage, ids []string, ok bool) {
+	if len(snapshot) == 0 || len(snapshot) != len(f.snap) || &snapshot[0] != &f.snap[0] {
+		return nil, nil, false
+	}
+	return f.snapMsgs, f.snapIDs, true
 }
 
 func joinBytes(a string, b []byte, c string) []byte {
@@ -190,7 +299,7 @@ func joinBytes(a string, b []byte, c string) []byte {
 }
 
 func (r *reducer) messagesSnapshotEvent() Event {
-	b := r.appendMessages([]byte(`{"type":"MESSAGES_SNAPSHOT","messages":`))
+	b := r.appendMessages([]byte(snapshotPrefix))
 	return mustEvent("MESSAGES_SNAPSHOT", append(b, '}'))
 }
 

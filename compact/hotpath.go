@@ -18,6 +18,7 @@ type hotCache struct {
 	id, callID []byte
 	msg        *message  // text and reasoning content: lookup(messageId), nil when absent
 	call       *toolCall // TOOL_CALL_ARGS: the call, nil when absent
+	owner      *message  // the message holding call
 	pre, suf   []byte    // fastDelta's template: a delta event before and after its value
 }
 
@@ -27,7 +28,7 @@ func (r *reducer) rememberDelta(e *pipelineEvent) {
 	if e.typ == agui.KindToolCallArgs {
 		if owner := lookupOpen(r.callIdx, e.f.toolCallID); owner != nil {
 			id, _ := str(e.f.toolCallID)
-			h.call = owner.findCall(id)
+			h.call, h.owner = owner.findCall(id), owner
 		}
 	} else if m := r.lookup(e.f.messageID); m != nil && m.role != "activity" {
 		h.msg = m
@@ -120,6 +121,7 @@ func (r *reducer) hotAppend(delta []byte) bool {
 	body := delta[1 : len(delta)-1]
 	if c := r.hot.call; c != nil {
 		r.seq++
+		r.hot.owner.changed()
 		c.args = r.appendDelta(c.args, body)
 		return true
 	}
@@ -127,6 +129,7 @@ func (r *reducer) hotAppend(delta []byte) bool {
 		if r.opts.MaxStateBytes > 0 && len(m.content)+len(body) > r.opts.MaxStateBytes {
 			return false
 		}
+		m.changed()
 		m.content = r.appendDelta(m.content, body)
 	}
 	r.seq++
@@ -144,10 +147,12 @@ func (r *reducer) hotDelta(e *pipelineEvent) error {
 	r.seq++
 	body, _ := strBody(e.f.delta)
 	if c := r.hot.call; c != nil {
+		r.hot.owner.changed()
 		c.args = r.appendDelta(c.args, body)
 		return nil
 	}
 	if m := r.hot.msg; m != nil {
+		m.changed()
 		m.content = r.appendDelta(m.content, body)
 		if r.opts.MaxStateBytes > 0 && len(m.content) > r.opts.MaxStateBytes {
 			return &LimitError{Limit: "MaxStateBytes", Value: len(m.content), Max: r.opts.MaxStateBytes}

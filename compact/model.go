@@ -160,7 +160,15 @@ type message struct {
 	meta       obj
 	hasMeta    bool
 	hold       *heldActivity // an activity message whose fold stopped (fold.go)
+	// rendered is the message as write renders it, kept by a Fold's output (appendMessages)
+	// so that a message no event changed since is copied, not rendered again; nil when not
+	// kept or changed since. Every change to the message or to one of its tool calls calls
+	// changed (apply.go, hotpath.go); TestFoldProperty compares each output with Compact's.
+	rendered []byte
 }
+
+// changed drops the rendering kept for m: it is about to change.
+func (m *message) changed() { m.rendered = nil }
 
 // write renders the message as a MESSAGES_SNAPSHOT carries it (a held activity message as it
 // stood when its fold stopped).
@@ -193,6 +201,7 @@ func (m *message) mergeMetadata(raw []byte) {
 	if raw == nil || len(raw) == 0 || raw[0] != '{' {
 		return
 	}
+	m.changed()
 	m.meta = mergeMeta(m.meta, raw)
 	if !m.hasMeta {
 		m.hasMeta = true

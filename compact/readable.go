@@ -28,10 +28,22 @@ const maxOmitOneByOne = 64
 //
 // Input past one of Options' limits is returned as a *LimitError, as Compact does.
 func Readable(events []Event, opts Options) (out []Event, omitted int, err error) {
+	out, omitted, _, err = ReadableFold(events, opts)
+	return out, omitted, err
+}
+
+// ReadableFold is Readable that also returns, when no event was left out, the Fold whose
+// Events are out: a caller that keeps it can Feed it the events that follow (the next run of
+// the thread) instead of compacting the thread again. fold is nil when events were left out
+// or on error.
+func ReadableFold(events []Event, opts Options) (out []Event, omitted int, fold *Fold, err error) {
 	cur := events
 	var reason string
 	for pass := 0; ; pass++ {
-		out, err = Compact(cur, opts)
+		fold = NewFold(opts)
+		if err = fold.Feed(cur); err == nil {
+			out, err = fold.Events()
+		}
 		var se *StreamError
 		if err == nil || !errors.As(err, &se) || se.Index < 0 || se.Index >= len(cur) {
 			break
@@ -50,8 +62,11 @@ func Readable(events []Event, opts Options) (out []Event, omitted int, err error
 			cur = cur[:se.Index]
 		}
 	}
-	if err != nil || omitted == 0 {
-		return out, omitted, err
+	if err != nil {
+		return nil, omitted, nil, err
+	}
+	if omitted == 0 {
+		return out, 0, fold, nil
 	}
 	marker := Event{Type: agui.KindCustom.String(), Raw: []byte(`{"type":"CUSTOM","name":"` + OmittedEventName +
 		`","value":{"omitted":` + strconv.Itoa(omitted) + `,"reason":` + strconv.Quote(asciiOnly(reason)) + `}}`)}
@@ -66,7 +81,7 @@ func Readable(events []Event, opts Options) (out []Event, omitted int, err error
 	if _, _, rerr := Replay(withMarker); rerr == nil {
 		out = withMarker
 	}
-	return out, omitted, nil
+	return out, omitted, nil, nil
 }
 
 // asciiOnly keeps s printable ASCII, so that strconv.Quote yields a JSON string.

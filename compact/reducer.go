@@ -47,9 +47,12 @@ type reducer struct {
 	subagents   map[string]bool
 	seq         int
 
-	hot      hotCache
-	sizeHint int  // initial capacity for streamed content (appendDelta)
-	general  bool // tests: no hot cache, no fastDelta
+	hot hotCache
+	// keepRendered: appendMessages keeps each message's rendering (message.rendered) and
+	// copies those kept; set by a Fold once it has answered Events (one Compact renders once).
+	keepRendered bool
+	sizeHint     int  // initial capacity for streamed content (appendDelta)
+	general      bool // tests: no hot cache, no fastDelta
 
 	cur []byte // raw of the input event being processed
 	idx int    // index of the input event being processed
@@ -136,8 +139,9 @@ func (r *reducer) openItems() []*openItem {
 		}
 	}
 	slices.SortFunc(out, func(a, b *openItem) int { return a.seq - b.seq })
-	// an item is still chunk-driven only if its lane is still open
-	for _, it := range out {
+	// An item is still chunk-driven only if its lane is still open. (The answer is a copy: a
+	// Fold's output must not change what it goes on folding.)
+	for i, it := range out {
 		if it.chunk {
 			still := false
 			for _, l := range r.lanes {
@@ -145,7 +149,9 @@ func (r *reducer) openItems() []*openItem {
 					still = true
 				}
 			}
-			it.chunk = still
+			cp := *it
+			cp.chunk = still
+			out[i] = &cp
 		}
 	}
 	return out
@@ -155,7 +161,11 @@ func (r *reducer) openItems() []*openItem {
 func (r *reducer) messagesJSON() []byte { return r.appendMessages(nil) }
 
 // appendMessages appends the message list to dst, growing dst once to about the final size.
-func (r *reducer) appendMessages(dst []byte) []byte {
+func (r *reducer) appendMessages(dst []byte) []byte { return r.appendMessagesAt(dst, nil) }
+
+// appendMessagesAt is appendMessages that, with ends not nil, appends to *ends where each
+// message ends in the result.
+func (r *reducer) appendMessagesAt(dst []byte, ends *[]int) []byte {
 	n := 2
 	for _, m := range r.messages {
 		n += 96 + len(m.content)
@@ -169,7 +179,19 @@ func (r *reducer) appendMessages(dst []byte) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		m.write(b)
+		switch {
+		case !r.keepRendered:
+			m.write(b)
+		case m.rendered != nil:
+			b.Write(m.rendered)
+		default:
+			at := b.Len()
+			m.write(b)
+			m.rendered = bytes.Clone(b.Bytes()[at:]) // bytes of its own: b is the caller's
+		}
+		if ends != nil {
+			*ends = append(*ends, b.Len())
+		}
 	}
 	b.WriteByte(']')
 	return b.Bytes()

@@ -272,21 +272,63 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 				return nil, err
 			}
 		}
-		var events []compact.Event
-		if base != nil {
-			events = slices.Clip(base.events)
-		}
-		events = s.Compact(append(events, evs...))
-		unalias(events, keptBuf) // the branch may be kept in memory; the run's events need not be
+		// The branch and its fold may be kept in memory; the bytes of all the run's events
+		// need not be: each event kept gets bytes of its own.
+		unalias(evs, keptBuf)
 		if r.Status == recorder.StatusRunning || !store {
+			var events []compact.Event
+			if base != nil {
+				events = slices.Clip(base.events)
+			}
+			events = s.Compact(append(events, evs...))
 			base = &loadedBranch{events: events, flat: flatten(events)}
 		} else {
-			base = s.storeCheckpoint(ctx, threadID, r.RunID, events, base, parentRun)
+			events, fold := s.extend(base, evs)
+			base = s.storeCheckpoint(ctx, threadID, r.RunID, events, fold, base, parentRun)
 			s.recent.put(threadID, r.RunID, r.Epoch, base)
 		}
 		parentRun = r.RunID
 	}
 	return base, nil
+}
+
+// extend returns the branch of a run whose parent's branch is base (nil for a first run) and
+// whose events are evs, with the fold that produced it (nil when there is none to keep). When
+// base still has the fold it was built with (the parent's checkpoint was built here, and no
+// other child took it), only evs are folded: a run's end then costs what the run and the
+// branch's output hold, not a fold of the whole thread. Otherwise (another replica built the
+// parent's branch, the process restarted, a second child of the same parent) the branch is
+// compacted whole, as Compact does, and its fold kept for the next run. The two agree: a
+// Fold's output is Compact's over everything it was fed (compact.Fold).
+func (s *Service) extend(base *loadedBranch, evs []compact.Event) ([]compact.Event, *compact.Fold) {
+	if base != nil {
+		if f := base.fold.Swap(nil); f != nil {
+			err := f.Feed(evs)
+			var events []compact.Event
+			if err == nil {
+				events, err = f.Events()
+			}
+			if err == nil {
+				return events, f
+			}
+			// The run holds an event the client rejects, or passes a limit: Compact's rules
+			// (events left out, or the branch served raw) apply to the whole branch.
+		}
+	}
+	var events []compact.Event
+	if base != nil {
+		events = slices.Clip(base.events)
+	}
+	events = append(events, evs...)
+	out, omitted, fold, err := compact.ReadableFold(events, s.cfg.Compact)
+	if err != nil {
+		s.log.Warn("compaction refused a thread; serving it raw", "err", err)
+		return events, nil
+	}
+	if omitted > 0 {
+		s.log.Info("left out events the official client rejects", "omitted", omitted)
+	}
+	return out, fold
 }
 
 // Compact compacts events with compact.Readable: events the official client would reject (an
@@ -362,7 +404,7 @@ func (s *Service) MessageIDs(ctx context.Context, threadID, runID string) (map[s
 		if b.ids != nil {
 			return idSet(b.ids), nil
 		}
-		ids, err := branchMessageIDs(b.events, b.flat)
+		ids, err := branchMessageIDs(b.events, b.flat, nil)
 		if err != nil {
 			return nil, err
 		}

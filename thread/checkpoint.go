@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"sync/atomic"
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/agui/jsonscan"
@@ -112,6 +113,9 @@ type loadedBranch struct {
 	segRun string            // the run whose record is the segment ("" for none: not extendable)
 	seg    *checkpointRecord // the segment record
 	ids    []string          // the ids of the branch's messages in order, when computed
+	// fold is the compact.Fold whose Events are events, while no child has taken it
+	// (Service.extend): the next run's end feeds it the run instead of folding the thread.
+	fold atomic.Pointer[compact.Fold]
 }
 
 const snapshotPrefix = `{"type":"MESSAGES_SNAPSHOT","messages":[`
@@ -120,7 +124,11 @@ var jsonNull = json.RawMessage("null")
 
 // flatten splits the last MESSAGES_SNAPSHOT of events into its messages, when the split
 // rebuilds the event byte for byte (it does for Compact's output).
-func flatten(events []compact.Event) flatBranch {
+func flatten(events []compact.Event) flatBranch { return flattenFold(events, nil) }
+
+// flattenFold is flatten for events that fold's last Events returned (fold nil: unknown):
+// the fold knows where the snapshot's messages are, so the snapshot is not scanned.
+func flattenFold(events []compact.Event, fold *compact.Fold) flatBranch {
 	f := flatBranch{Events: make([]json.RawMessage, len(events))}
 	snap := -1
 	for i, e := range events {
@@ -133,6 +141,12 @@ func flatten(events []compact.Event) flatBranch {
 		return f
 	}
 	raw := events[snap].Raw
+	if fold != nil {
+		if msgs, _, ok := fold.Messages(raw); ok {
+			f.Events[snap], f.Msgs = jsonNull, msgs
+			return f
+		}
+	}
 	if !bytes.HasPrefix(raw, []byte(snapshotPrefix)) || !bytes.HasSuffix(raw, []byte("]}")) {
 		return f
 	}
@@ -417,13 +431,15 @@ func (s *Service) loadBranch(ctx context.Context, threadID, runID string) (*load
 	return &loadedBranch{events: events, flat: flat, rec: rec, segRun: segRun, seg: seg}, nil
 }
 
-// storeCheckpoint stores the checkpoint of runID, whose branch is events and whose parent's
-// branch is parent (nil when unknown): as a delta in the parent's segment while the segment
+// storeCheckpoint stores the checkpoint of runID, whose branch is events (the last Events of
+// fold, when not nil: the branch keeps it for the next run) and whose parent's branch is
+// parent (nil when unknown): as a delta in the parent's segment while the segment
 // has room, else as the base of a new segment. It returns the branch as stored, for a child.
-func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, events []compact.Event, parent *loadedBranch, parentRun string) *loadedBranch {
-	b := &loadedBranch{events: events, flat: flatten(events)}
+func (s *Service) storeCheckpoint(ctx context.Context, threadID, runID string, events []compact.Event, fold *compact.Fold, parent *loadedBranch, parentRun string) *loadedBranch {
+	b := &loadedBranch{events: events, flat: flattenFold(events, fold)}
+	b.fold.Store(fold)
 	rec := &checkpointRecord{V: checkpointVersion, Sum: branchSum(events)}
-	if ids, err := branchMessageIDs(events, b.flat); err == nil {
+	if ids, err := branchMessageIDs(events, b.flat, fold); err == nil {
 		rec.IDCount, rec.IDHash, b.ids = len(ids), idsHash(ids), ids
 	}
 	b.rec = rec
@@ -502,8 +518,9 @@ var quietAfterSnapshot = map[string]bool{
 }
 
 // branchMessageIDs is orderedMessageIDs for a branch and its flat form: read from the
-// snapshot's messages when nothing after the snapshot can change them, else replayed.
-func branchMessageIDs(events []compact.Event, f flatBranch) ([]string, error) {
+// snapshot's messages when nothing after the snapshot can change them, else replayed. fold,
+// when not nil, is the fold whose last Events are events: it knows the snapshot's ids.
+func branchMessageIDs(events []compact.Event, f flatBranch, fold *compact.Fold) ([]string, error) {
 	snap := -1
 	for i, raw := range f.Events {
 		if bytes.Equal(raw, jsonNull) {
@@ -519,5 +536,10 @@ func branchMessageIDs(events []compact.Event, f flatBranch) ([]string, error) {
 		}
 	}
 	raw := events[snap].Raw
+	if fold != nil {
+		if _, ids, ok := fold.Messages(raw); ok {
+			return ids, nil
+		}
+	}
 	return compact.MessageIDs(raw[len(snapshotPrefix)-1 : len(raw)-1]), nil
 }

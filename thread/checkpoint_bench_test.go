@@ -2,6 +2,8 @@ package thread_test
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -115,6 +117,43 @@ func BenchmarkCheckpointEnded(b *testing.B) {
 					err = s.CheckpointEnded(b.Context(), r, kept)
 				}
 				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRunEndThread is the checkpoint of a run that ends on a thread of 1, 100 and 1,000
+// runs, as the proxy makes it (CheckpointEnded with the run's kept events): each iteration
+// ends one more chat run, whose parent is the run before it. A run's end should cost what the
+// run holds, not what the thread holds.
+func BenchmarkRunEndThread(b *testing.B) {
+	answer := strings.Repeat("a sentence of the answer, ", 40)
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) {
+			s := newService(b, thread.Config{})
+			run := func(i int) (recorder.Run, *thread.KeptEvents) {
+				runID, msgID := fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i)
+				datas := chatRun("t", runID, msgID)
+				datas = slices.Insert(datas, 5, fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":%q}`, msgID, answer))
+				r, records := storeRun(b, s, "t", runID, "", datas...)
+				return r, keptOf(b, records)
+			}
+			for i := 1; i <= n; i++ {
+				r, kept := run(i)
+				if err := s.CheckpointEnded(b.Context(), r, kept); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			i := n
+			for b.Loop() {
+				b.StopTimer()
+				i++
+				r, kept := run(i)
+				b.StartTimer()
+				if err := s.CheckpointEnded(b.Context(), r, kept); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -62,6 +62,14 @@ func (c *recentBranches) put(thread, run, epoch string, b *loadedBranch) {
 	if b.seg != nil && b.seg.Base != nil {
 		size += b.seg.Base.bytes() + b.seg.deltaBytes()
 	}
+	if b.fold.Load() != nil {
+		// A fold holds the branch's messages and state parsed: about three times their bytes.
+		if fold := 3 * b.flat.bytes(); size+fold <= c.max {
+			size += fold
+		} else {
+			b.fold.Store(nil) // the branch alone may fit
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.remove(thread)

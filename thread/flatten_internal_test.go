@@ -1,0 +1,65 @@
+package thread
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/compact/compacttest"
+)
+
+// TestFlattenFold: the flat form of a fold's output, split where the fold says its messages
+// are, is the one flatten finds by scanning the snapshot, and it joins back to the snapshot
+// byte for byte; the message ids the fold gives are the ones read from the snapshot. After
+// every part of a stream fed in parts, on generated streams.
+func TestFlattenFold(t *testing.T) {
+	n := 400
+	if testing.Short() {
+		n = 100
+	}
+	for seed := range uint64(n) {
+		events := compacttest.Generate(seed, 10+int(seed%200), seed%3 == 0)
+		rng := rand.New(rand.NewPCG(seed, 0xf1a7))
+		f := compact.NewFold(compact.Options{})
+		for fed := 0; fed < len(events); {
+			part := min(1+rng.IntN(1+len(events)/3), len(events)-fed)
+			if err := f.Feed(events[fed : fed+part]); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			fed += part
+			out, err := f.Events()
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			got, want := flattenFold(out, f), flatten(out)
+			if want.Msgs != nil && !equalRaws(got.Msgs, want.Msgs) || !equalRaws(got.Events, want.Events) {
+				t.Fatalf("seed %d, %d fed: flattenFold differs from flatten", seed, fed)
+			}
+			gotIDs, gerr := branchMessageIDs(out, got, f)
+			wantIDs, werr := branchMessageIDs(out, want, nil)
+			if (gerr == nil) != (werr == nil) || !slices.Equal(gotIDs, wantIDs) {
+				t.Fatalf("seed %d, %d fed: ids %q (%v), want %q (%v)", seed, fed, gotIDs, gerr, wantIDs, werr)
+			}
+			for i, raw := range got.Events {
+				if bytes.Equal(raw, jsonNull) && !bytes.Equal(snapshotRaw(got.Msgs), out[i].Raw) {
+					t.Fatalf("seed %d, %d fed: the messages do not join to the snapshot", seed, fed)
+				}
+			}
+		}
+	}
+}
+
+func equalRaws(a, b []json.RawMessage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}

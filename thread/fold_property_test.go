@@ -1,0 +1,116 @@
+package thread_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/compact/compacttest"
+	"github.com/agui-proxy/agui-proxy/thread"
+)
+
+// TestBranchFoldProperty: generated threads, cut into runs at their RUN_STARTED events and
+// recorded run after run as the proxy records them (each run's checkpoint built as it ends,
+// with its kept events or read back), mostly each on the run before it, sometimes on an
+// older run (a fork: the parent's fold is gone or taken), sometimes by a second service on
+// the same store (another replica: no fold in memory). After every run its branch, read from
+// the checkpoints, replays under both builds of the client to the messages and state of the
+// raw events of its lineage; and while every run of a lineage was built in one service from
+// the first, it is byte for byte the compaction of those raw events.
+func TestBranchFoldProperty(t *testing.T) {
+	n := 150
+	if testing.Short() {
+		n = 40
+	}
+	for seed := range uint64(n) {
+		events := compacttest.Generate(seed, 40+int(seed%160), false)
+		rng := rand.New(rand.NewPCG(seed, 0xb7a9))
+		var runs [][]compact.Event
+		for _, e := range events {
+			if e.Type == agui.RunStarted || len(runs) == 0 {
+				runs = append(runs, nil)
+			}
+			runs[len(runs)-1] = append(runs[len(runs)-1], e)
+		}
+		s := newService(t, thread.Config{})
+		other := newService(t, thread.Config{Store: s.Store()})
+		lineage := map[string][]compact.Event{}
+		whole := map[string]bool{"": true} // branches built by s alone from the first run
+		var ids []string
+		for k, run := range runs {
+			runID, parent, svc := fmt.Sprintf("r%d", k), "", s
+			if k > 0 {
+				parent = ids[k-1]
+				if rng.IntN(5) == 0 {
+					parent = ids[rng.IntN(k)]
+				}
+			}
+			if rng.IntN(6) == 0 {
+				svc = other
+			}
+			datas := make([]string, len(run))
+			for i, e := range run {
+				datas[i] = string(e.Raw)
+			}
+			r, records := storeRun(t, svc, "t", runID, parent, datas...)
+			var kept *thread.KeptEvents
+			if rng.IntN(4) > 0 {
+				kept = keptOf(t, records)
+			}
+			if err := svc.CheckpointEnded(t.Context(), r, kept); err != nil {
+				t.Fatalf("seed %d, %s: %v", seed, runID, err)
+			}
+			ids = append(ids, runID)
+			lineage[runID] = append(append([]compact.Event(nil), lineage[parent]...), run...)
+			whole[runID] = whole[parent] && svc == s && (k == 0 || parent == ids[k-1])
+
+			got, err := s.Branch(t.Context(), "t", runID)
+			if err != nil {
+				t.Fatalf("seed %d, %s: Branch = %v", seed, runID, err)
+			}
+			raw := lineage[runID]
+			for _, build := range []func([]compact.Event) ([]byte, []byte, error){replayBrowser, replayNode} {
+				gm, gs, gerr := build(got)
+				wm, ws, werr := build(raw)
+				if gerr != nil || werr != nil || !bytes.Equal(gm, wm) || !bytes.Equal(gs, ws) {
+					t.Fatalf("seed %d, %s (parent %q): the branch replays to\n%s\n%s (%v)\nthe raw events to\n%s\n%s (%v)",
+						seed, runID, parent, gm, gs, gerr, wm, ws, werr)
+				}
+			}
+			if whole[runID] {
+				want, _, err := compact.Readable(raw, compact.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sameEvents(got, want) {
+					t.Fatalf("seed %d, %s: the branch is not the compaction of its raw events:\n%s\nwant\n%s", seed, runID, rawOf(got), rawOf(want))
+				}
+			}
+		}
+	}
+}
+
+func replayBrowser(events []compact.Event) ([]byte, []byte, error) {
+	m, s, err := compact.Replay(events)
+	return m, s, err
+}
+
+func replayNode(events []compact.Event) ([]byte, []byte, error) {
+	m, s, err := compact.ReplayCommonJS(events)
+	return m, s, err
+}
+
+func sameEvents(a, b []compact.Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Type != b[i].Type || !bytes.Equal(a[i].Raw, b[i].Raw) {
+			return false
+		}
+	}
+	return true
+}

@@ -186,15 +186,37 @@ func (in *RunInput) readMembers() (err error) {
 		}
 	}
 	if raw, ok := in.Fields["messages"]; ok && !isNull(raw) {
-		if in.Messages, err = objectArray(raw, "messages"); err != nil {
+		if in.Messages, in.MessageIDs, err = messageArray(raw); err != nil {
 			return err
-		}
-		in.MessageIDs = make([]string, len(in.Messages))
-		for i, m := range in.Messages {
-			in.MessageIDs[i] = validMessageID(m) // elements of a decoded array: valid JSON
 		}
 	}
 	return nil
+}
+
+// messageArray splits raw, the "messages" member's value (valid JSON: the body was checked),
+// into its elements, which must be objects, and reads each one's id (validMessageID) in the
+// same scan: a long thread's request is walked once here. The elements alias raw.
+func messageArray(raw json.RawMessage) ([]json.RawMessage, []string, error) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return nil, nil, fmt.Errorf("%w: %q is not an array", ErrInvalidRunInput, "messages")
+	}
+	elems, ids := []json.RawMessage{}, []string{}
+	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != ']'; {
+		if raw[i] != '{' {
+			return nil, nil, fmt.Errorf("%w: %s[%d] is not an object", ErrInvalidRunInput, "messages", len(elems))
+		}
+		end, id, ok := scanMessage(raw, i)
+		if !ok {
+			end = skipValue(raw, i)
+			id = messageIDSlow(raw[i:end])
+		}
+		elems, ids = append(elems, raw[i:end:end]), append(ids, id)
+		if i = skipSpace(raw, end); i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return elems, ids, nil
 }
 
 // LooksLikeRunInput reports whether body is a JSON object with top-level "threadId" and
@@ -236,27 +258,6 @@ func stringID(raw json.RawMessage, name string) (string, error) {
 	return s, nil
 }
 
-// objectArray splits raw, a member's value (valid JSON: the decoder read it), into its
-// elements, which must be objects. The elements alias raw (a copy of the body's bytes).
-func objectArray(raw json.RawMessage, name string) ([]json.RawMessage, error) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '[' {
-		return nil, fmt.Errorf("%w: %q is not an array", ErrInvalidRunInput, name)
-	}
-	elems := []json.RawMessage{}
-	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != ']'; {
-		if raw[i] != '{' {
-			return nil, fmt.Errorf("%w: %s[%d] is not an object", ErrInvalidRunInput, name, len(elems))
-		}
-		end := skipValue(raw, i)
-		elems = append(elems, raw[i:end:end])
-		if i = skipSpace(raw, end); i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
-		}
-	}
-	return elems, nil
-}
-
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 
 // MessageID returns the "id" member of a message object, or "" when it has none (or msg is
@@ -276,41 +277,52 @@ func validMessageID(msg []byte) string {
 	if i >= len(msg) || msg[i] != '{' {
 		return ""
 	}
-	var id []byte // the last "id" member's value
+	if _, id, ok := scanMessage(msg, i); ok {
+		return id
+	}
+	return messageIDSlow(msg)
+}
+
+// scanMessage walks the object that starts at data[i] (valid JSON) member by member and
+// returns where it ends and its id as validMessageID answers; ok is false, with nothing
+// else, when the answer is messageIDSlow's (an escaped key, an id holding an escape or a
+// non-ASCII byte).
+func scanMessage(data []byte, i int) (end int, id string, ok bool) {
+	var idRaw []byte // the last "id" member's value
 	for i++; ; {
-		i = skipSpace(msg, i)
-		if i >= len(msg) {
-			return messageIDSlow(msg)
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return 0, "", false
 		}
-		switch msg[i] {
+		switch data[i] {
 		case '}':
-			if len(id) < 2 || id[0] != '"' {
-				return "" // none, null, or not a string
+			if len(idRaw) < 2 || idRaw[0] != '"' {
+				return i + 1, "", true // none, null, or not a string
 			}
-			return string(id[1 : len(id)-1])
+			return i + 1, string(idRaw[1 : len(idRaw)-1]), true
 		case ',':
-			i = skipSpace(msg, i+1)
+			i = skipSpace(data, i+1)
 		}
-		if i >= len(msg) || msg[i] != '"' {
-			return messageIDSlow(msg)
+		if i >= len(data) || data[i] != '"' {
+			return 0, "", false
 		}
-		end := skipString(msg, i)
-		key := msg[i+1 : end-1]
+		end := skipString(data, i)
+		key := data[i+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			return messageIDSlow(msg) // an escaped key may spell "id"
+			return 0, "", false // an escaped key may spell "id"
 		}
-		i = skipSpace(msg, end)
-		if i >= len(msg) || msg[i] != ':' {
-			return messageIDSlow(msg)
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return 0, "", false
 		}
-		i = skipSpace(msg, i+1)
+		i = skipSpace(data, i+1)
 		start := i
-		i = skipValue(msg, i)
+		i = skipValue(data, i)
 		if string(key) == "id" {
-			id = msg[start:i]
-			for _, c := range id {
+			idRaw = data[start:i]
+			for _, c := range idRaw {
 				if c == '\\' || c >= utf8.RuneSelf {
-					return messageIDSlow(msg) // unescaping (or U+FFFD for bad bytes) is Unmarshal's
+					return 0, "", false // unescaping (or U+FFFD for bad bytes) is Unmarshal's
 				}
 			}
 		}

@@ -168,6 +168,10 @@ func (r *reducer) appendMessages(dst []byte) []byte { return r.appendMessagesAt(
 func (r *reducer) appendMessagesAt(dst []byte, ends *[]int) []byte {
 	n := 2
 	for _, m := range r.messages {
+		if m.rendered != nil {
+			n += 1 + len(m.rendered)
+			continue
+		}
 		n += 96 + len(m.content)
 		for _, t := range m.toolCalls {
 			n += 96 + len(t.args)

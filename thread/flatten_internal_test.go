@@ -2,9 +2,13 @@ package thread
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agui-proxy/agui-proxy/compact"
@@ -62,4 +66,19 @@ func equalRaws(a, b []json.RawMessage) bool {
 		}
 	}
 	return true
+}
+
+// TestIDsHashStable: idsHash is SHA-256 over each id's uvarint length and bytes (checkpoint
+// records store it: a new way to compute it must give the stored values).
+func TestIDsHashStable(t *testing.T) {
+	for _, ids := range [][]string{nil, {""}, {"a"}, {"u-1", "m1", strings.Repeat("x", 200), "é"}} {
+		h := sha256.New()
+		for _, id := range ids {
+			h.Write(binary.AppendUvarint(nil, uint64(len(id))))
+			h.Write([]byte(id))
+		}
+		if got, want := idsHash(ids), hex.EncodeToString(h.Sum(nil)[:16]); got != want {
+			t.Fatalf("idsHash(%q) = %s, want %s", ids, got, want)
+		}
+	}
 }

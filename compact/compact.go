@@ -265,13 +265,18 @@ func (f *Fold) snapshotEvent() Event {
 	// one's "id" member (a message holds one: obj.set keeps the last duplicate).
 	ids := make([]string, 0, len(f.r.messages))
 	for _, m := range f.r.messages {
-		v, _ := m.fields.get("id")
-		if s, ok := jsonString(v); ok {
-			if string(s) == m.id {
-				ids = append(ids, m.id) // (no copy: the common case)
-			} else {
-				ids = append(ids, string(s))
+		if m.snapIDKnown == 0 {
+			m.snapIDKnown = -1
+			v, _ := m.fields.get("id")
+			if s, ok := jsonString(v); ok {
+				m.snapID, m.snapIDKnown = m.id, 1
+				if string(s) != m.id {
+					m.snapID = string(s)
+				}
 			}
+		}
+		if m.snapIDKnown > 0 {
+			ids = append(ids, m.snapID)
 		}
 	}
 	f.snap, f.snapMsgs, f.snapIDs = b, msgs, ids

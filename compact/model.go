@@ -165,6 +165,11 @@ type message struct {
 	// kept or changed since. Every change to the message or to one of its tool calls calls
 	// changed (apply.go, hotpath.go); TestFoldProperty compares each output with Compact's.
 	rendered []byte
+	// snapID is the id a Fold's Messages gives for the message (its "id" member's string
+	// value), when snapIDKnown; snapIDKnown is 1 when it has one, -1 when not, 0 when not
+	// looked up yet. No event changes a message's "id" member once it is made.
+	snapID      string
+	snapIDKnown int8
 }
 
 // changed drops the rendering kept for m: it is about to change.

@@ -5,6 +5,14 @@ import (
 	"testing"
 )
 
+// KeepEveryFold has the service keep the fold of every branch it builds, however small, for
+// the duration of t (the default keeps those of branches from foldMinBytes on).
+func KeepEveryFold(t testing.TB) {
+	old := foldMinBytes
+	foldMinBytes = 0
+	t.Cleanup(func() { foldMinBytes = old })
+}
+
 // CorruptRecord returns an encoded version 2 checkpoint record changed as how says, for the
 // tests of package thread_test: "keep-more" (the first delta keeps more than its parent has),
 // "checksum" (another sum), "seg:<run>" (names another segment).

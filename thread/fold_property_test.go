@@ -21,6 +21,7 @@ import (
 // raw events of its lineage; and while every run of a lineage was built in one service from
 // the first, it is byte for byte the compaction of those raw events.
 func TestBranchFoldProperty(t *testing.T) {
+	thread.KeepEveryFold(t)
 	n := 150
 	if testing.Short() {
 		n = 40

@@ -8,6 +8,11 @@ import (
 // recentBranchesBytes bounds the memory of Service.recent.
 const recentBranchesBytes = 64 << 20
 
+// foldMinBytes is the least size of a branch (its flat bytes) whose fold is kept: folding a
+// smaller branch again costs less than keeping its fold (messages and state parsed, held by
+// the garbage collector's graph) for every thread a replica serves. A variable for the tests.
+var foldMinBytes = 16 << 10
+
 // recentBranches keeps, per thread, the branch of the run whose checkpoint this process built
 // last, with the run's epoch. The checkpoint of the next run (built as that run ends, before
 // its terminal event is sent) extends it instead of reading the segment back from the store
@@ -64,10 +69,10 @@ func (c *recentBranches) put(thread, run, epoch string, b *loadedBranch) {
 	}
 	if b.fold.Load() != nil {
 		// A fold holds the branch's messages and state parsed: about three times their bytes.
-		if fold := 3 * b.flat.bytes(); size+fold <= c.max {
+		if fold := 3 * b.flat.bytes(); b.flat.bytes() >= foldMinBytes && size+fold <= c.max {
 			size += fold
 		} else {
-			b.fold.Store(nil) // the branch alone may fit
+			b.fold.Store(nil) // small enough to fold again, or too large to keep with the branch
 		}
 	}
 	c.mu.Lock()

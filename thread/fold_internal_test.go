@@ -82,3 +82,26 @@ func TestIDsHashStable(t *testing.T) {
 		}
 	}
 }
+
+// TestRecentKeepsFoldOfLargeBranches: the recent-branch cache keeps a branch's fold from
+// foldMinBytes of branch on, within its bound, and drops it below (folding again is cheaper
+// than keeping it for every thread) or past the bound.
+func TestRecentKeepsFoldOfLargeBranches(t *testing.T) {
+	branch := func(bytes int) *loadedBranch {
+		b := &loadedBranch{flat: flatBranch{Msgs: []json.RawMessage{json.RawMessage(`"` + strings.Repeat("x", bytes-2) + `"`)}}}
+		b.fold.Store(compact.NewFold(compact.Options{}))
+		return b
+	}
+	c := newRecentBranches(1 << 20)
+	small, large, huge := branch(foldMinBytes-100), branch(foldMinBytes), branch(300<<10)
+	c.put("a", "r", "e", small)
+	c.put("b", "r", "e", large)
+	c.put("c", "r", "e", huge)
+	if small.fold.Load() != nil || large.fold.Load() == nil || huge.fold.Load() != nil {
+		t.Fatalf("folds kept: small %v, large %v, huge %v; want only the large one's",
+			small.fold.Load() != nil, large.fold.Load() != nil, huge.fold.Load() != nil)
+	}
+	if c.get("b", "r", "e") != large || c.get("c", "r", "e") != huge {
+		t.Fatal("a branch whose fold was dropped is not kept")
+	}
+}

@@ -4,13 +4,16 @@
 // The package is pure and synchronous: no I/O, no goroutines, no global state. Every function
 // is safe for concurrent use on distinct inputs.
 //
-// Three entry points share one lossless event model (Event keeps the JSON exactly as received):
+// Four entry points share one lossless event model (Event keeps the JSON exactly as received):
 //
 //   - Compact folds complete text messages, tool calls, tool results, reasoning and activity
 //     into one MESSAGES_SNAPSHOT, and every STATE_SNAPSHOT / STATE_DELTA of the whole thread
 //     into one STATE_SNAPSHOT, keeping run boundaries and re-opening whatever is still
 //     streaming at the end, so that a live tail can continue it.
 //   - Concat is the narrower delta-merging compaction of the official TypeScript compactEvents.
+//   - A Fold is Compact for a stream that arrives in parts (a thread, run after run): Feed the
+//     events, Events answers what Compact answers for everything fed so far, byte for byte,
+//     and a message no event changed since the last answer is copied, not rendered again.
 //   - Replay is a Go mirror of the official client's pipeline (chunk transform, verifier,
 //     defaultApplyEvents) that returns the final messages and state. The property tests use it
 //     as the oracle; the cross-language test in e2e/ checks it against the real client.

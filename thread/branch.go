@@ -319,7 +319,22 @@ func (s *Service) extend(base *loadedBranch, evs []compact.Event) ([]compact.Eve
 	if base != nil {
 		events = slices.Clip(base.events)
 	}
-	events = append(events, evs...)
+	return s.compactFold(append(events, evs...))
+}
+
+// Compact compacts events with compact.Readable: events the official client would reject (an
+// orphan, an event after a run's terminal event, a bad patch) are left out and a CUSTOM
+// agui-proxy.events_omitted event says how many, so a thread stays readable whatever bad
+// events it holds and its prelude still starts with RUN_STARTED. A stream past one of the
+// compaction limits is returned as it is: replaying it raw is then the faithful answer.
+func (s *Service) Compact(events []compact.Event) []compact.Event {
+	out, _ := s.compactFold(events)
+	return out
+}
+
+// compactFold is Compact, with the fold whose Events its result is (compact.ReadableFold);
+// nil when events were left out or the thread is served raw.
+func (s *Service) compactFold(events []compact.Event) ([]compact.Event, *compact.Fold) {
 	out, omitted, fold, err := compact.ReadableFold(events, s.cfg.Compact)
 	if err != nil {
 		s.log.Warn("compaction refused a thread; serving it raw", "err", err)
@@ -329,23 +344,6 @@ func (s *Service) extend(base *loadedBranch, evs []compact.Event) ([]compact.Eve
 		s.log.Info("left out events the official client rejects", "omitted", omitted)
 	}
 	return out, fold
-}
-
-// Compact compacts events with compact.Readable: events the official client would reject (an
-// orphan, an event after a run's terminal event, a bad patch) are left out and a CUSTOM
-// agui-proxy.events_omitted event says how many, so a thread stays readable whatever bad
-// events it holds and its prelude still starts with RUN_STARTED. A stream past one of the
-// compaction limits is returned as it is: replaying it raw is then the faithful answer.
-func (s *Service) Compact(events []compact.Event) []compact.Event {
-	out, omitted, err := compact.Readable(events, s.cfg.Compact)
-	if err != nil {
-		s.log.Warn("compaction refused a thread; serving it raw", "err", err)
-		return events
-	}
-	if omitted > 0 {
-		s.log.Info("left out events the official client rejects", "omitted", omitted)
-	}
-	return out
 }
 
 // Checkpoint computes and stores the checkpoint of an ended run (the proxy calls it when a

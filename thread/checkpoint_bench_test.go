@@ -126,32 +126,44 @@ func BenchmarkCheckpointEnded(b *testing.B) {
 
 // BenchmarkRunEndThread is the checkpoint of a run that ends on a thread of 1, 100 and 1,000
 // runs, as the proxy makes it (CheckpointEnded with the run's kept events): each iteration
-// ends one more chat run, whose parent is the run before it. A run's end should cost what the
-// run holds, not what the thread holds.
+// ends one more chat run (a question and an answer of about 1 KB), whose parent is the run
+// before it; with runs=1 on a new thread each time, else on the same thread (which grows by
+// one run per iteration: run it with -benchtime 20x). A run's end should cost what the run
+// holds, not what the thread holds.
 func BenchmarkRunEndThread(b *testing.B) {
 	answer := strings.Repeat("a sentence of the answer, ", 40)
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) {
 			s := newService(b, thread.Config{})
-			run := func(i int) (recorder.Run, *thread.KeptEvents) {
+			run := func(threadID string, i int) (recorder.Run, *thread.KeptEvents) {
 				runID, msgID := fmt.Sprintf("r%d", i), fmt.Sprintf("m%d", i)
-				datas := chatRun("t", runID, msgID)
+				datas := chatRun(threadID, runID, msgID)
 				datas = slices.Insert(datas, 5, fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":%q,"delta":%q}`, msgID, answer))
-				r, records := storeRun(b, s, "t", runID, "", datas...)
+				r, records := storeRun(b, s, threadID, runID, "", datas...)
 				return r, keptOf(b, records)
 			}
-			for i := 1; i <= n; i++ {
-				r, kept := run(i)
-				if err := s.CheckpointEnded(b.Context(), r, kept); err != nil {
-					b.Fatal(err)
+			grow := func(threadID string, runs int) {
+				for i := 1; i <= runs; i++ {
+					r, kept := run(threadID, i)
+					if err := s.CheckpointEnded(b.Context(), r, kept); err != nil {
+						b.Fatal(err)
+					}
 				}
+			}
+			threadID := "t"
+			if n > 1 {
+				grow(threadID, n)
 			}
 			b.ReportAllocs()
 			i := n
 			for b.Loop() {
 				b.StopTimer()
+				if n == 1 {
+					threadID, i = fmt.Sprintf("t%d", benchThreads.Add(1)), 1
+					grow(threadID, 1)
+				}
 				i++
-				r, kept := run(i)
+				r, kept := run(threadID, i)
 				b.StartTimer()
 				if err := s.CheckpointEnded(b.Context(), r, kept); err != nil {
 					b.Fatal(err)

@@ -170,7 +170,7 @@ func TestFoldChangesKeptMessages(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !equalEvents(got, want) {
+				if !compacttest.Equal(got, want) {
 					t.Fatalf("after %s\nfold:\n%s\ncompact:\n%s", b[k].Raw, joinRaw(got), joinRaw(want))
 				}
 			}
@@ -189,18 +189,6 @@ func parseAll(t *testing.T, datas []string) []compact.Event {
 		out = append(out, ev)
 	}
 	return out
-}
-
-func equalEvents(a, b []compact.Event) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Type != b[i].Type || !bytes.Equal(a[i].Raw, b[i].Raw) {
-			return false
-		}
-	}
-	return true
 }
 
 func joinRaw(events []compact.Event) []byte {

@@ -86,7 +86,7 @@ func TestBranchFoldProperty(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !sameEvents(got, want) {
+				if !compacttest.Equal(got, want) {
 					t.Fatalf("seed %d, %s: the branch is not the compaction of its raw events:\n%s\nwant\n%s", seed, runID, rawOf(got), rawOf(want))
 				}
 			}
@@ -102,16 +102,4 @@ func replayBrowser(events []compact.Event) ([]byte, []byte, error) {
 func replayNode(events []compact.Event) ([]byte, []byte, error) {
 	m, s, err := compact.ReplayCommonJS(events)
 	return m, s, err
-}
-
-func sameEvents(a, b []compact.Event) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Type != b[i].Type || !bytes.Equal(a[i].Raw, b[i].Raw) {
-			return false
-		}
-	}
-	return true
 }

@@ -1,11 +1,14 @@
 // Package compacttest generates random valid AG-UI event streams for property tests of
 // package compact and for the cross-language proof in e2e/. It is deterministic for a seed.
+// Equal compares event lists byte for byte.
 package compacttest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/agui-proxy/agui-proxy/compact"
@@ -400,4 +403,9 @@ func (g *gen) fidelityPatch() []any {
 		}
 	}
 	return ops
+}
+
+// Equal reports whether two event lists are the same events, type and bytes.
+func Equal(a, b []compact.Event) bool {
+	return slices.EqualFunc(a, b, func(x, y compact.Event) bool { return x.Type == y.Type && bytes.Equal(x.Raw, y.Raw) })
 }

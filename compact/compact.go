@@ -193,9 +193,11 @@ func (f *Fold) Feed(events []Event) error {
 	return nil
 }
 
-// Events returns Compact's output for the events fed so far. It does not change the Fold:
-// feeding more afterwards is the same as having fed everything before one call. The events
-// share bytes with what the Fold keeps (the runs' own events); callers must not modify them.
+// Events returns Compact's output for the events fed so far. It does not change what the Fold
+// answers: feeding more afterwards is the same as having fed everything before one call (it
+// only starts keeping each message's rendering, so that the next call copies those no event
+// changed). The events share bytes with what the Fold keeps (the runs' own events); callers
+// must not modify them.
 func (f *Fold) Events() ([]Event, error) {
 	if f.err != nil {
 		return nil, f.err

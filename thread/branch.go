@@ -309,6 +309,7 @@ func (s *Service) extend(base *loadedBranch, evs []compact.Event) ([]compact.Eve
 				events, err = f.Events()
 			}
 			if err == nil {
+				s.branchesFolded.Add(1)
 				return events, f
 			}
 			// The run holds an event the client rejects, or passes a limit: Compact's rules
@@ -319,6 +320,7 @@ func (s *Service) extend(base *loadedBranch, evs []compact.Event) ([]compact.Eve
 	if base != nil {
 		events = slices.Clip(base.events)
 	}
+	s.branchesCompacted.Add(1)
 	return s.compactFold(append(events, evs...))
 }
 

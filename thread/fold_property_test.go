@@ -103,3 +103,30 @@ func replayNode(events []compact.Event) ([]byte, []byte, error) {
 	m, s, err := compact.ReplayCommonJS(events)
 	return m, s, err
 }
+
+// TestBranchStats: a run's end on a branch whose fold the service kept counts as folded;
+// a first run, a fork (the fold went to the first child) and a run whose parent another
+// service built count as compacted.
+func TestBranchStats(t *testing.T) {
+	thread.KeepEveryFold(t)
+	s := newService(t, thread.Config{})
+	other := newService(t, thread.Config{Store: s.Store()})
+	end := func(svc *thread.Service, runID, parent string) {
+		t.Helper()
+		r, records := storeRun(t, svc, "t", runID, parent, chatRun("t", runID, "m-"+runID)...)
+		if err := svc.CheckpointEnded(t.Context(), r, keptOf(t, records)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end(s, "r1", "")
+	end(s, "r2", "r1")
+	end(s, "r3", "r2")
+	end(s, "fork", "r2")
+	end(other, "r4", "r3")
+	if f, c := s.BranchStats(); f != 2 || c != 2 {
+		t.Fatalf("BranchStats = %d folded, %d compacted; want 2 and 2", f, c)
+	}
+	if f, c := other.BranchStats(); f != 0 || c != 1 {
+		t.Fatalf("the other service's BranchStats = %d folded, %d compacted; want 0 and 1", f, c)
+	}
+}

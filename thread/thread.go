@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
@@ -58,6 +59,17 @@ type Service struct {
 	pumping map[runKey]func()  // runs this process pumps: their cancel
 	flights map[runKey]*flight // branches being read or built (branch)
 	recent  *recentBranches    // the branch of each thread's last checkpoint built here
+
+	branchesFolded, branchesCompacted atomic.Uint64 // BranchStats
+}
+
+// BranchStats counts the branches this service built for a run's checkpoint: folded is
+// those built by feeding the run to the fold kept with its parent's branch, compacted those
+// built by compacting the whole branch (a first run, a fork, a parent built by another
+// replica or before a restart, a parent's branch under 16 KiB, a run holding an event the
+// client rejects). On a replica that serves consecutive runs of long threads, most are folded.
+func (s *Service) BranchStats() (folded, compacted uint64) {
+	return s.branchesFolded.Load(), s.branchesCompacted.Load()
 }
 
 type runKey struct{ thread, run string }

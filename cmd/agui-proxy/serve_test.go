@@ -87,6 +87,8 @@ func TestServeOperations(t *testing.T) {
 			strings.Contains(metrics, `agui_proxy_recorder_queue_bytes{route="default"}`) &&
 			strings.Contains(metrics, `agui_proxy_recorder_queue_high_water_bytes{route="default"}`) &&
 			!strings.Contains(metrics, `agui_proxy_recorder_queue_high_water_bytes{route="default"} 0`+"\n") &&
+			strings.Contains(metrics, `agui_proxy_checkpoint_branches_total{how="compacted",route="default"} 2`) &&
+			strings.Contains(metrics, `agui_proxy_checkpoint_branches_total{how="folded",route="default"} 0`) &&
 			strings.Contains(metrics, `agui_proxy_store_bytes{store="memory"}`) &&
 			strings.Contains(metrics, `agui_proxy_store_evictions_total{store="memory"} 0`) &&
 			strings.Contains(metrics, "agui_proxy_connections_returned_total 2") &&

@@ -14,6 +14,11 @@
 //   - resume-scenarios.mjs: a client cut after K events reattaches (re-POST with Last-Event-ID,
 //     or thread attach) and must end with the uninterrupted run's messages and state, on one
 //     proxy (resume_test.go) or through another replica sharing Redis (replicas_test.go).
+//   - long-thread-check.mjs: one client continues a thread for dozens of runs; every few runs
+//     a fresh client attaches to the thread and must end with its messages and state, while
+//     the proxy builds most checkpoints by folding only the run (long_thread_test.go);
+//     hydrate-check.mjs: a reloaded client's next run reaches the agent with the whole branch
+//     (hydrate_test.go).
 //   - browser/: headless Chromium renders a resumed conversation from EventSource
 //     (browser_test.go), and browser/inspector.mjs checks the thread inspector page on a
 //     branched thread and a live run, with screenshots (inspector_test.go).

@@ -375,6 +375,15 @@ func (r *reducer) reopen(held []Event) []Event {
 			typ = "REASONING_MESSAGE_START"
 			if it.chunk {
 				typ = "REASONING_MESSAGE_CHUNK"
+			} else if r.byID[it.id] == nil && !r.hasReasoning() && r.openText[it.id] == nil {
+				// No message has the id (its START found another message's id and created
+				// none, and a MESSAGES_SNAPSHOT removed that one): the START would create a
+				// reasoning message that the snapshot after the re-opens keeps (it holds no
+				// reasoning message, so it preserves them). A text message of that id first
+				// lets the START find one, as it did, and the snapshot removes it again.
+				holder := append(append([]byte(`{"type":"TEXT_MESSAGE_START","messageId":`), quote(it.id)...), `,"role":"assistant"}`...)
+				end := append(append([]byte(`{"type":"TEXT_MESSAGE_END","messageId":`), quote(it.id)...), '}')
+				starts = append(starts, mustEvent("TEXT_MESSAGE_START", holder), mustEvent("TEXT_MESSAGE_END", end))
 			}
 			b.WriteString(`{"type":"` + typ + `"`)
 			add("messageId", quote(it.id))
@@ -496,6 +505,16 @@ func OpenStreams(events []Event, opts Options) ([]Open, error) {
 		out = append(out, Open{Kind: it.kind, ID: it.id, Chunked: it.chunk})
 	}
 	return out, nil
+}
+
+// hasReasoning reports whether a message of the list has the role "reasoning".
+func (r *reducer) hasReasoning() bool {
+	for _, m := range r.messages {
+		if m.role == "reasoning" {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *reducer) isPhantom(it *openItem) bool {

@@ -9,7 +9,8 @@ import (
 )
 
 // FuzzCompact feeds NDJSON event streams: Compact never panics; when it succeeds it is
-// idempotent and Replay(Compact(s)) equals Replay(s); when it fails the error is typed.
+// idempotent and Replay(Compact(s)) equals Replay(s); when it fails the error is typed. A Fold
+// fed the stream in two parts, answering after the first, ends with Compact's answer.
 func FuzzCompact(f *testing.F) {
 	f.Add([]byte(`{"type":"RUN_STARTED","threadId":"t","runId":"r","input":{"messages":[{"id":"u","role":"user","content":"hi"}]}}
 {"type":"TEXT_MESSAGE_START","messageId":"m"}
@@ -31,6 +32,7 @@ func FuzzCompact(f *testing.F) {
 		}
 		checkFastPaths(t, events)
 		out, err := Compact(events, Options{})
+		checkFoldInParts(t, events, out, err)
 		if err != nil {
 			var se *StreamError
 			var le *LimitError
@@ -65,4 +67,34 @@ func FuzzCompact(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkFoldInParts feeds events to a Fold in two parts (cut where the stream's length puts
+// it), asks for its Events twice after the first (the second answer copies kept renderings)
+// and checks that after the second part it answers exactly what Compact answered: out, or
+// the same error.
+func checkFoldInParts(t *testing.T, events, out []Event, err error) {
+	t.Helper()
+	f := NewFold(Options{})
+	cut := len(events) / 2
+	if ferr := f.Feed(events[:cut]); ferr == nil {
+		f.Events()
+		f.Events()
+	}
+	f.Feed(events[cut:])
+	got, ferr := f.Events()
+	if (err == nil) != (ferr == nil) || (err != nil && err.Error() != ferr.Error()) {
+		t.Fatalf("Fold in parts: error %v, Compact: %v", ferr, err)
+	}
+	if err != nil {
+		return
+	}
+	if len(got) != len(out) {
+		t.Fatalf("Fold in parts: %d events, Compact %d", len(got), len(out))
+	}
+	for i := range out {
+		if got[i].Type != out[i].Type || !bytes.Equal(got[i].Raw, out[i].Raw) {
+			t.Fatalf("Fold in parts, event %d: %s, Compact %s", i, got[i].Raw, out[i].Raw)
+		}
+	}
 }

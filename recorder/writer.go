@@ -301,8 +301,8 @@ func (w *Writer) waiting(delta int) {
 // enqueue adds it when there is room. w.mu must be held. It returns the item's position
 // (completion is reached when done >= position) and whether it was queued.
 func (w *Writer) enqueue(it item) (uint64, bool) {
+	size := itemBytes(it)
 	if it.finish == nil {
-		size := itemBytes(it)
 		// An event larger than the whole bound is taken once nothing else waits.
 		if w.events >= w.cfg.MaxBufferedEvents || (w.events > 0 && w.bytes+size > w.cfg.MaxBufferedBytes) {
 			return 0, false
@@ -317,7 +317,10 @@ func (w *Writer) enqueue(it item) (uint64, bool) {
 	}
 	w.q = append(w.q, it)
 	w.enq++
-	if w.cfg.Linger > 0 && (len(w.q)-w.head == w.cfg.MaxBatchEvents || w.bytes >= int64(w.cfg.MaxBatchBytes)) {
+	// A batch's worth is queued: end a Linger wait. Once, when the queue reaches it (by
+	// events or by bytes), not at every event after: lingerLeft sees a full batch anyway.
+	batch := int64(w.cfg.MaxBatchBytes)
+	if w.cfg.Linger > 0 && (len(w.q)-w.head == w.cfg.MaxBatchEvents || (w.bytes >= batch && w.bytes-size < batch)) {
 		w.hurryUp()
 	}
 	return w.enq, true

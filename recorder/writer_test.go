@@ -871,3 +871,43 @@ func TestWriterBoundsBytes(t *testing.T) {
 	}
 	t.Logf("%d events in %d store calls", n, calls)
 }
+
+// TestWriterLingerBatchBytes: with a Linger far longer than the test, a queue that reaches
+// MaxBatchBytes (fewer events than MaxBatchEvents, each large) is written without anyone
+// waiting, as a queue of MaxBatchEvents is; then the same again, so the signal comes each time
+// the queue reaches the bound, not only the first. (A queue that passes the bound keeps what
+// does not fit in the batch: that lingers until the queue reaches a batch's bytes again.)
+func TestWriterLingerBatchBytes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 1000, MaxBatchBytes: 4 << 10, Linger: time.Hour})
+	r := testRun("linger-bytes", "a")
+	large := func(seq int64) recorder.Event { // 1 KiB with its type: 4 make a batch's bytes
+		e := testEvent(r, seq)
+		pad := 1<<10 - len(e.Type) - len(e.Frame) - 2
+		e.Frame = append(e.Frame[:len(e.Frame)-1], ":"+strings.Repeat("x", pad)+"\n\n"...)
+		return e
+	}
+	if err := w.AppendSync(ctx, r, large(1)); err != nil { // (the first batch goes at once)
+		t.Fatal(err)
+	}
+	for round, last := 0, int64(1); round < 2; round++ {
+		for range 4 {
+			last++
+			if err := w.Append(r, large(last)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for w.Stats().Appended < uint64(last) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("round %d: a queue of MaxBatchBytes lingered: %d of %d stored", round, w.Stats().Appended, last)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	if st := w.Stats(); st.Appended != 9 || st.Queued != 0 {
+		t.Fatalf("%d stored, %d queued; want 9 and 0", st.Appended, st.Queued)
+	}
+}

@@ -272,19 +272,31 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 				return nil, err
 			}
 		}
-		// The branch and its fold may be kept in memory; the bytes of all the run's events
-		// need not be: each event kept gets bytes of its own.
-		unalias(evs, keptBuf)
 		if r.Status == recorder.StatusRunning || !store {
 			var events []compact.Event
 			if base != nil {
 				events = slices.Clip(base.events)
 			}
 			events = s.Compact(append(events, evs...))
+			unalias(events, keptBuf) // the branch may be kept in memory; the run's events need not be
 			base = &loadedBranch{events: events, flat: flatten(events)}
 		} else {
+			// The branch, and its fold when one can be kept, may stay in memory; the bytes of
+			// all the run's events need not. A fold keeps slices of what it was fed, so then
+			// each of the run's events gets bytes of its own; otherwise only the events the
+			// branch keeps do.
+			keepFold := mayKeepFold(base, evs)
+			if keepFold {
+				unalias(evs, keptBuf)
+			}
 			events, fold := s.extend(base, evs)
+			if !keepFold {
+				unalias(events, keptBuf)
+			}
 			base = s.storeCheckpoint(ctx, threadID, r.RunID, events, fold, base, parentRun)
+			if !keepFold {
+				base.fold.Store(nil)
+			}
 			s.recent.put(threadID, r.RunID, r.Epoch, base)
 		}
 		parentRun = r.RunID

@@ -3,6 +3,8 @@ package thread
 import (
 	"container/list"
 	"sync"
+
+	"github.com/agui-proxy/agui-proxy/compact"
 )
 
 // recentBranchesBytes bounds the memory of Service.recent.
@@ -12,6 +14,23 @@ const recentBranchesBytes = 64 << 20
 // smaller branch again costs less than keeping its fold (messages and state parsed, held by
 // the garbage collector's graph) for every thread a replica serves. A variable for the tests.
 var foldMinBytes = 16 << 10
+
+// mayKeepFold reports whether the fold of the branch that extends base by evs can be kept
+// (recent.put keeps those of branches from foldMinBytes on): the branch is at most base's
+// bytes and the run's.
+func mayKeepFold(base *loadedBranch, evs []compact.Event) bool {
+	n := 0
+	if base != nil {
+		n = base.flat.bytes()
+	}
+	for _, e := range evs {
+		if n >= foldMinBytes {
+			break
+		}
+		n += len(e.Raw) + 1
+	}
+	return n >= foldMinBytes
+}
 
 // recentBranches keeps, per thread, the branch of the run whose checkpoint this process built
 // last, with the run's epoch. The checkpoint of the next run (built as that run ends, before

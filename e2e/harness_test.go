@@ -180,11 +180,19 @@ func itoa(n int) string {
 // returns its URL.
 func startProxy(t testing.TB, upstream string, store recorder.Store) string {
 	t.Helper()
+	return startProxyWith(t, upstream, proxy.Config{Store: store})
+}
+
+// startProxyWith is startProxy with the rest of the proxy's configuration in cfg (its
+// Upstream is upstream's).
+func startProxyWith(t testing.TB, upstream string, cfg proxy.Config) string {
+	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := proxy.New(proxy.Config{Upstream: u, Store: store})
+	cfg.Upstream = u
+	h, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatalf("proxy.New(%s) error = %v", u, err)
 	}

@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"context"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/proxy"
 )
 
@@ -23,24 +19,9 @@ import (
 // metrics must show it, or this test would not be checking that path.
 func TestLongThreadOfficialClient(t *testing.T) {
 	requireOfficialClient(t)
-	u, err := url.Parse(startDemo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
-	h, err := proxy.New(proxy.Config{Upstream: u, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := runtest.ServeLikeCmd(t, h)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown() = %v", err)
-		}
-	})
-	cmd := exec.CommandContext(t.Context(), "node", "long-thread-check.mjs", "--proxy", front.URL+"/", "--runs", "40", "--every", "10")
+	proxied := startProxyWith(t, startDemo(t), proxy.Config{Registerer: reg})
+	cmd := exec.CommandContext(t.Context(), "node", "long-thread-check.mjs", "--proxy", proxied, "--runs", "40", "--every", "10")
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "4 passed, 0 failed") {

@@ -39,7 +39,7 @@ func TestFlattenFold(t *testing.T) {
 				t.Fatalf("seed %d: %v", seed, err)
 			}
 			got, want := flattenFold(out, f), flatten(out)
-			if want.Msgs != nil && !equalRaws(got.Msgs, want.Msgs) || !equalRaws(got.Events, want.Events) {
+			if want.Msgs != nil && !slices.EqualFunc(got.Msgs, want.Msgs, sameRaw) || !slices.EqualFunc(got.Events, want.Events, sameRaw) {
 				t.Fatalf("seed %d, %d fed: flattenFold differs from flatten", seed, fed)
 			}
 			gotIDs, gerr := branchMessageIDs(out, got, f)
@@ -54,18 +54,6 @@ func TestFlattenFold(t *testing.T) {
 			}
 		}
 	}
-}
-
-func equalRaws(a, b []json.RawMessage) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !bytes.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // TestIDsHashStable: idsHash is SHA-256 over each id's uvarint length and bytes (checkpoint
@@ -105,3 +93,5 @@ func TestRecentKeepsFoldOfLargeBranches(t *testing.T) {
 		t.Fatal("a branch whose fold was dropped is not kept")
 	}
 }
+
+func sameRaw(a, b json.RawMessage) bool { return bytes.Equal(a, b) }

@@ -3,6 +3,7 @@ package compact
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/agui-proxy/agui-proxy/agui"
@@ -135,9 +136,12 @@ type Fold struct {
 	n    int   // events fed so far: the index the next one has in the whole stream
 	err  error // the error a Feed returned: the Fold is spent
 
-	// The MESSAGES_SNAPSHOT of the last Events, its messages (slices of it) and their ids
-	// (Messages).
+	// The MESSAGES_SNAPSHOT of the last Events, where its messages end in it, and how many
+	// events were fed then; Messages splits it and reads the ids on demand (snapDone).
 	snap     []byte
+	snapEnds []int
+	snapFed  int
+	snapDone bool
 	snapMsgs []json.RawMessage
 	snapIDs  []string
 }
@@ -251,16 +255,23 @@ func (f *Fold) Events() ([]Event, error) {
 	return out, nil
 }
 
-// snapshotEvent is the MESSAGES_SNAPSHOT of Events, with where its messages are kept for
+// snapshotEvent is the MESSAGES_SNAPSHOT of Events, with where its messages end in it for
 // Messages.
 func (f *Fold) snapshotEvent() Event {
-	ends := make([]int, 0, len(f.r.messages))
+	ends := slices.Grow(f.snapEnds[:0], len(f.r.messages))
 	b := f.r.appendMessagesAt([]byte(snapshotPrefix), &ends)
 	b = append(b, '}')
+	f.snap, f.snapEnds, f.snapFed, f.snapDone, f.snapMsgs, f.snapIDs = b, ends, f.n, false, nil, nil
+	return mustEvent("MESSAGES_SNAPSHOT", b)
+}
+
+// splitSnapshot fills snapMsgs and snapIDs for the snapshot of the last Events; the Fold's
+// messages must be those it was rendered from (nothing fed since).
+func (f *Fold) splitSnapshot() {
 	start := len(snapshotPrefix) + 1
-	msgs := make([]json.RawMessage, len(ends))
-	for i, end := range ends {
-		msgs[i] = b[start:end:end]
+	msgs := make([]json.RawMessage, len(f.snapEnds))
+	for i, end := range f.snapEnds {
+		msgs[i] = f.snap[start:end:end]
 		start = end + 1
 	}
 	// The ids as MessageIDs reads them from the rendered messages: the string value of each
@@ -281,8 +292,7 @@ func (f *Fold) snapshotEvent() Event {
 			ids = append(ids, m.snapID)
 		}
 	}
-	f.snap, f.snapMsgs, f.snapIDs = b, msgs, ids
-	return mustEvent("MESSAGES_SNAPSHOT", b)
+	f.snapMsgs, f.snapIDs, f.snapDone = msgs, ids, true
 }
 
 // snapshotPrefix is how a MESSAGES_SNAPSHOT of Compact's starts, up to its messages' array.
@@ -291,11 +301,15 @@ const snapshotPrefix = `{"type":"MESSAGES_SNAPSHOT","messages":`
 // Messages returns the messages of snapshot, the bytes of a MESSAGES_SNAPSHOT event that the
 // last Events returned (its messages array split into its members, each a slice of
 // snapshot), and their ids as MessageIDs returns them for that array; ok is false when
-// snapshot is not that event. A caller that keeps a branch's messages apart learns them
-// without scanning the snapshot again.
+// snapshot is not that event, or when events were fed since. A caller that keeps a branch's
+// messages apart learns them without scanning the snapshot again. (They are worked out on
+// the first call: a Fold asked only for Events, as Compact's, does not pay for them.)
 func (f *Fold) Messages(snapshot []byte) (messages []json.RawMessage, ids []string, ok bool) {
-	if len(snapshot) == 0 || len(snapshot) != len(f.snap) || &snapshot[0] != &f.snap[0] {
+	if len(snapshot) == 0 || len(snapshot) != len(f.snap) || &snapshot[0] != &f.snap[0] || f.n != f.snapFed {
 		return nil, nil, false
+	}
+	if !f.snapDone {
+		f.splitSnapshot()
 	}
 	return f.snapMsgs, f.snapIDs, true
 }

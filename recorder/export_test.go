@@ -74,3 +74,11 @@ func AppendLeased(ctx context.Context, s *RedisStore, batches []Batch, node stri
 	}
 	return res, nil
 }
+
+// CoalescerSenders reports how many pipelines s's coalescer has in flight (inline ones
+// included).
+func CoalescerSenders(s *RedisStore) int {
+	s.co.mu.Lock()
+	defer s.co.mu.Unlock()
+	return s.co.senders
+}

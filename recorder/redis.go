@@ -224,7 +224,7 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
 		followPoll:  cfg.FollowPoll,
 		tailOpts:    tailOptions(to),
 	}
-	s.co.c = s.r
+	s.co.c, s.co.bounded = s.r, ro.ContextTimeoutEnabled
 	_, s.appendBySlot = s.w.(*redis.ClusterClient)
 	if s.waitMs <= 0 {
 		s.waitMs = DefaultWaitTimeout.Milliseconds()

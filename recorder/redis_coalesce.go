@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -27,8 +28,16 @@ const (
 // holds a pipeline until the client's read timeout); at most coalesceSenders run at once,
 // and each ends with its last pipeline (bounded by the client's timeouts, failed at once
 // after Close).
+//
+// A call made while nothing is queued or in flight (the usual case below a burst: one run
+// start at a time) is sent by its caller, alone, under its own context, when the client
+// bounds a command by its context's deadline (bounded: redis.Options.ContextTimeoutEnabled, as
+// the store's own options set it). The caller then waits no longer than its context allows
+// either, and the run start skips handing its call to a new goroutine and its answer back (a
+// tenth to a fifth of a lone run creation's 0.4-0.5 ms on a 2-core machine).
 type coalescer struct {
-	c redis.UniversalClient
+	c       redis.UniversalClient
+	bounded bool // c bounds a command's I/O by its context's deadline: a lone call is sent inline
 
 	mu      sync.Mutex
 	queue   []*pipeCall
@@ -56,6 +65,9 @@ type pipeResult struct {
 func (c *coalescer) do(ctx context.Context, queue func(p redis.Pipeliner)) (answered bool, err error) {
 	call := &pipeCall{ctx: ctx, queue: queue, done: make(chan pipeResult, 1)}
 	c.mu.Lock()
+	if c.bounded && c.senders == 0 && len(c.queue) == 0 {
+		return c.sendInline(call)
+	}
 	c.queue = append(c.queue, call)
 	send := c.senders < coalesceSenders
 	if send {
@@ -70,6 +82,53 @@ func (c *coalescer) do(ctx context.Context, queue func(p redis.Pipeliner)) (answ
 		return res.ran, res.err
 	case <-ctx.Done():
 		return false, ctx.Err()
+	}
+}
+
+// sendInline sends call, alone, from its caller's goroutine, under its context (c.mu is held
+// on entry, and released). It counts as a sender meanwhile, so calls made meanwhile queue
+// behind it as behind any sender; when it is done and some wait with no sender left, it
+// starts one.
+func (c *coalescer) sendInline(call *pipeCall) (answered bool, err error) {
+	c.senders++
+	c.mu.Unlock()
+	if err := call.ctx.Err(); err != nil {
+		c.sent()
+		return false, err
+	}
+	c.sendBatch(call.ctx, []*pipeCall{call})
+	c.sent()
+	res := <-call.done // (buffered: sendBatch answered it)
+	if res.err != nil && expired(call.ctx) {
+		// The deadline cut the round trip (the client's I/O deadline is the context's): the
+		// caller is told so as do tells a caller whose context ended first.
+		<-call.ctx.Done()
+		return false, call.ctx.Err()
+	}
+	return res.ran, res.err
+}
+
+// expired reports whether ctx has ended or its deadline has passed (its timer may not have
+// fired yet when the client's I/O deadline, the same instant, already did).
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// sent releases an inline sender's slot and starts a sender for the calls queued meanwhile.
+func (c *coalescer) sent() {
+	c.mu.Lock()
+	c.senders--
+	start := len(c.queue) > 0 && c.senders < coalesceSenders
+	if start {
+		c.senders++
+	}
+	c.mu.Unlock()
+	if start {
+		go c.send()
 	}
 }
 
@@ -94,16 +153,16 @@ func (c *coalescer) send() {
 		c.mu.Unlock()
 		batch = slices.DeleteFunc(batch, func(call *pipeCall) bool { return call.ctx.Err() != nil })
 		if len(batch) > 0 {
-			c.sendBatch(batch)
+			// The pipeline serves many callers: none of their contexts may cancel it. The
+			// client's read and write timeouts bound it.
+			c.sendBatch(context.Background(), batch)
 		}
 	}
 }
 
-// sendBatch sends one pipeline and answers each call with the first error of its commands.
-func (c *coalescer) sendBatch(batch []*pipeCall) {
-	// The pipeline serves many callers: none of their contexts may cancel it. The client's
-	// read and write timeouts bound it.
-	ctx := context.Background()
+// sendBatch sends one pipeline under ctx and answers each call with the first error of its
+// commands.
+func (c *coalescer) sendBatch(ctx context.Context, batch []*pipeCall) {
 	ends := make([]int, len(batch))
 	p := c.c.Pipeline()
 	for i, call := range batch {

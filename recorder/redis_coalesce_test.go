@@ -129,14 +129,29 @@ func TestRedisCoalescedCallDroppedWhenCallerLeft(t *testing.T) {
 			srv.Continue()
 		}
 	}()
-	// Each read whose caller gives up leaves its sender waiting on Redis: four fill every
-	// sender slot, so the next call is queued, not sent.
-	for i := range 4 {
+	// A lone read whose caller gives up is sent by that caller (nothing else in flight) and
+	// returns at its deadline: the client's I/O deadline is the caller's.
+	for i := range 2 {
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-		_, err := s.Thread(ctx, fmt.Sprintf("w%d", i))
+		_, err := s.Thread(ctx, fmt.Sprintf("lone%d", i))
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("read %d while Redis is paused = %v, want the caller's deadline", i, err)
+			t.Fatalf("lone read %d while Redis is paused = %v, want the caller's deadline", i, err)
+		}
+	}
+	if n := recorder.CoalescerSenders(s); n != 0 {
+		t.Fatalf("%d senders in flight after the lone reads returned, want 0", n)
+	}
+	// Reads whose callers keep waiting fill every sender slot (the first sent inline, the
+	// others by sender goroutines), so the next call is queued, not sent.
+	reads := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			_, err := s.Thread(t.Context(), fmt.Sprintf("w%d", i))
+			reads <- err
+		}()
+		for recorder.CoalescerSenders(s) <= i {
+			time.Sleep(time.Millisecond)
 		}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -147,6 +162,11 @@ func TestRedisCoalescedCallDroppedWhenCallerLeft(t *testing.T) {
 	}
 	srv.Continue()
 	stopped = false
+	for range 4 {
+		if err := <-reads; !errors.Is(err, recorder.ErrThreadNotFound) {
+			t.Fatalf("a read waiting through the pause = %v, want ErrThreadNotFound", err)
+		}
+	}
 	// Queued after the creation: answered once the senders drained the queue.
 	if _, err := s.Thread(t.Context(), "t"); !errors.Is(err, recorder.ErrThreadNotFound) {
 		t.Fatalf("Thread(t) after Redis continued = %v, want ErrThreadNotFound: the abandoned creation was sent", err)

@@ -12,44 +12,14 @@ import (
 // exactly (encoding/json would also accept "TYPE"), and a duplicated "type" resolves to the
 // last one, as JSON.parse does in the official client.
 //
-// It allocates only when the type string contains escapes; it is on the proxy's per-event
-// path.
+// It allocates only when the type string, or a top-level key, contains escapes; it is on the
+// proxy's per-event path.
 func EventType(data []byte) (typ string, ok bool) {
-	if !Valid(data) {
-		return "", false
+	valid, ts, te := scanJSON(data, true)
+	if !valid || ts < 0 {
+		return "", false // (a "type" member is found only in a top-level object)
 	}
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return "", false
-	}
-	i++
-	var found []byte
-	for {
-		i = skipSpace(data, i)
-		if data[i] == '}' {
-			break
-		}
-		if data[i] == ',' {
-			i = skipSpace(data, i+1)
-		}
-		keyStart := i
-		i = skipString(data, i)
-		key := data[keyStart:i]
-		i = skipSpace(data, i)
-		i = skipSpace(data, i+1) // ':'
-		valStart := i
-		i = skipValue(data, i)
-		if string(key) == `"type"` || (bytes.IndexByte(key, '\\') >= 0 && unquote(key) == "type") {
-			if data[valStart] == '"' {
-				found = data[valStart:i]
-			} else {
-				found = nil
-			}
-		}
-	}
-	if found == nil {
-		return "", false
-	}
+	found := data[ts:te]
 	if plainASCII(found) {
 		return internType(found[1 : len(found)-1]), true
 	}

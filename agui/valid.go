@@ -1,6 +1,10 @@
 package agui
 
-import "github.com/agui-proxy/agui-proxy/agui/jsonscan"
+import (
+	"bytes"
+
+	"github.com/agui-proxy/agui-proxy/agui/jsonscan"
+)
 
 // Valid reports whether data is one valid JSON value (RFC 8259), with exactly the answers of
 // encoding/json.Valid: whitespace around the value allowed, strings not checked for UTF-8
@@ -10,18 +14,33 @@ import "github.com/agui-proxy/agui-proxy/agui/jsonscan"
 // path (agui.EventType), and it does not allocate below 64 levels of nesting.
 // FuzzValid checks it against encoding/json.Valid.
 func Valid(data []byte) bool {
+	ok, _, _ := scanJSON(data, false)
+	return ok
+}
+
+// scanJSON is Valid; with findType it also returns where the value of the last "type" member
+// of a top-level object is, when that value is a string (data[typeStart:typeEnd] is the
+// quoted string; typeStart is -1 for none): EventType's answer from the pass that validates.
+func scanJSON(data []byte, findType bool) (ok bool, typeStart, typeEnd int) {
+	typeStart, typeEnd = -1, -1
 	var stackBuf [64]byte
 	stack := stackBuf[:0] // the open containers, '{' or '['
+	typeNext := false     // the value about to be scanned is a top-level "type" member's
 	i := skipSpace(data, 0)
 	for {
 		// A value starts at data[i].
 		if i >= len(data) {
-			return false
+			return false, -1, -1
+		}
+		isType := typeNext
+		typeNext = false
+		if isType {
+			typeStart = -1 // a "type" that is not a string cancels an earlier one (last wins)
 		}
 		switch c := data[i]; {
 		case c == '{' || c == '[':
 			if len(stack) == maxNestingDepth {
-				return false
+				return false, -1, -1
 			}
 			stack = append(stack, c)
 			i = skipSpace(data, i+1)
@@ -31,42 +50,49 @@ func Valid(data []byte) bool {
 				break
 			}
 			if c == '{' {
-				if i = objectKey(data, i); i < 0 {
-					return false
+				if i, typeNext = objectKey(data, i, findType && len(stack) == 1); i < 0 {
+					return false, -1, -1
 				}
 			}
 			continue
 		case c == '"':
+			start := i
 			if i = scanString(data, i); i < 0 {
-				return false
+				return false, -1, -1
+			}
+			if isType {
+				typeStart, typeEnd = start, i
 			}
 		case c == '-' || c >= '0' && c <= '9':
 			if i = scanNumber(data, i); i < 0 {
-				return false
+				return false, -1, -1
 			}
 		case c == 't':
 			if i = literal(data, i, "true"); i < 0 {
-				return false
+				return false, -1, -1
 			}
 		case c == 'f':
 			if i = literal(data, i, "false"); i < 0 {
-				return false
+				return false, -1, -1
 			}
 		case c == 'n':
 			if i = literal(data, i, "null"); i < 0 {
-				return false
+				return false, -1, -1
 			}
 		default:
-			return false
+			return false, -1, -1
 		}
 		// After a value: close containers, or go on to the next member or element.
 		for {
 			i = skipSpace(data, i)
 			if len(stack) == 0 {
-				return i == len(data)
+				if i != len(data) {
+					return false, -1, -1
+				}
+				return true, typeStart, typeEnd
 			}
 			if i >= len(data) {
-				return false
+				return false, -1, -1
 			}
 			open := stack[len(stack)-1]
 			if data[i] == open+2 {
@@ -75,12 +101,12 @@ func Valid(data []byte) bool {
 				continue
 			}
 			if data[i] != ',' {
-				return false
+				return false, -1, -1
 			}
 			i = skipSpace(data, i+1)
 			if open == '{' {
-				if i = objectKey(data, i); i < 0 {
-					return false
+				if i, typeNext = objectKey(data, i, findType && len(stack) == 1); i < 0 {
+					return false, -1, -1
 				}
 			}
 			break
@@ -92,19 +118,27 @@ func Valid(data []byte) bool {
 const maxNestingDepth = 10000
 
 // objectKey scans a member's key and its colon at data[i] and returns the index of the
-// member's value, or -1.
-func objectKey(data []byte, i int) int {
+// member's value, or -1. With checkType, isType reports whether the key is "type" (exactly,
+// or spelled with escapes).
+func objectKey(data []byte, i int, checkType bool) (next int, isType bool) {
 	if i >= len(data) || data[i] != '"' {
-		return -1
+		return -1, false
 	}
+	start := i
 	if i = scanString(data, i); i < 0 {
-		return -1
+		return -1, false
+	}
+	if checkType {
+		key := data[start:i]
+		// (A key with escapes is decoded from a copy: data must not leak into encoding/json,
+		// or every caller's data would escape to the heap.)
+		isType = string(key) == `"type"` || (bytes.IndexByte(key, '\\') >= 0 && unquote(bytes.Clone(key)) == "type")
 	}
 	i = skipSpace(data, i)
 	if i >= len(data) || data[i] != ':' {
-		return -1
+		return -1, false
 	}
-	return skipSpace(data, i+1)
+	return skipSpace(data, i+1), isType
 }
 
 // scanString returns the index after the string starting at data[i] == '"', or -1.

@@ -49,7 +49,7 @@ func BenchmarkRunThroughput(b *testing.B) {
 				_, px := startProxy(b, upstream.URL, cfg)
 				target = px.URL
 			}
-			postRuns(b, target, events*150)
+			postRuns(b, target, events*150, false)
 			b.ReportMetric(float64(events*b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
@@ -61,14 +61,16 @@ func BenchmarkRunThroughput(b *testing.B) {
 // cmd/agui-proxy wires it (a keepalive.Listener beside the server's) without recording, with
 // the memory store and with a private Redis; "norecord-close" is the proxy without the
 // keepalive.Listener (each run's connection closed at its end, the next run dialing anew),
-// "norecord-keepalive" with Config.StreamKeepAlive (streams written through net/http). Where
-// the soak's streams each send one event a second, a run's start and end weigh on every one
-// of its events; this isolates them.
+// "norecord-keepalive" with Config.StreamKeepAlive (streams written through net/http);
+// "redis-thread" posts every run to one thread, each continuing the one before (a chat's
+// turns: the run's end builds its checkpoint on its parent's branch; run it with -benchtime
+// 300x, the thread grows by a run per iteration). Where the soak's streams each send one
+// event a second, a run's start and end weigh on every one of its events; this isolates them.
 func BenchmarkRunChurn(b *testing.B) {
 	upstream := httptest.NewServer(benchUpstream(2))
 	defer upstream.Close()
 	u, _ := url.Parse(upstream.URL)
-	for _, mode := range []string{"direct", "plain", "norecord", "norecord-close", "norecord-keepalive", "memory", "redis"} {
+	for _, mode := range []string{"direct", "plain", "norecord", "norecord-close", "norecord-keepalive", "memory", "redis", "redis-thread"} {
 		b.Run(mode, func(b *testing.B) {
 			target := upstream.URL
 			switch mode {
@@ -79,7 +81,7 @@ func BenchmarkRunChurn(b *testing.B) {
 				target = plain.URL
 			default:
 				cfg := Config{DisableRecording: strings.HasPrefix(mode, "norecord"), StreamKeepAlive: mode == "norecord-keepalive"}
-				if mode == "redis" {
+				if strings.HasPrefix(mode, "redis") {
 					cfg.Store = newRedisStore(b, redistest.Start(b))
 				}
 				start := startProxyKeepAlive
@@ -89,19 +91,24 @@ func BenchmarkRunChurn(b *testing.B) {
 				_, px := start(b, upstream.URL, cfg)
 				target = px.URL
 			}
-			postRuns(b, target, 2*150)
+			postRuns(b, target, 2*150, mode == "redis-thread")
 		})
 	}
 }
 
-// postRuns posts one run per iteration of b's loop (a thread of its own each) and reads its
-// stream to the end; a stream shorter than least bytes fails the benchmark.
-func postRuns(b *testing.B, target string, least int64) {
+// postRuns posts one run per iteration of b's loop (a thread of its own each, or with
+// oneThread all on one thread, each continuing the one before) and reads its stream to the
+// end; a stream shorter than least bytes fails the benchmark.
+func postRuns(b *testing.B, target string, least int64, oneThread bool) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
-		res := runtest.PostRun(b, context.Background(), target, fmt.Sprintf(`{"threadId":"t%d","runId":"r%d","messages":[]}`, i, i), nil)
+		threadID := fmt.Sprintf("t%d", i)
+		if oneThread {
+			threadID = "t"
+		}
+		res := runtest.PostRun(b, context.Background(), target, fmt.Sprintf(`{"threadId":%q,"runId":"r%d","messages":[]}`, threadID, i), nil)
 		n, _ := io.Copy(io.Discard, res.Body)
 		res.Body.Close()
 		if n < least {

@@ -24,7 +24,8 @@
 --   BUSY          exclusive, and the thread's latest run is running with a live lease (no
 --                 lease, or one that expired less than the grace ago)
 -- Returns {} for a new thread, else {owner, route, createdMs, latestRunId, runCount} as they
--- were before this run.
+-- were before this run, and the epoch of the run's parent ('' for a root run): the run's end
+-- recognizes the parent's branch it built in memory by it, without reading the parent.
 local prev = redis.call('HMGET', KEYS[1], 'owner', 'route', 'created')
 local exists = prev[1] ~= false
 if exists then
@@ -57,7 +58,13 @@ if exists then
       parent = latest
     end
   end
-  result = {prev[1], prev[2], prev[3] or '0', latest, redis.call('LLEN', KEYS[2])}
+  local parentEpoch = ''
+  if ARGV[2] ~= '' then
+    parentEpoch = redis.call('HGET', KEYS[4], 'epoch') or ''
+  elseif parent ~= '' then
+    parentEpoch = redis.call('HGET', ARGV[8] .. 'run:' .. parent, 'epoch') or ''
+  end
+  result = {prev[1], prev[2], prev[3] or '0', latest, redis.call('LLEN', KEYS[2]), parentEpoch}
 else
   redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'route', ARGV[5], 'created', ARGV[6])
 end

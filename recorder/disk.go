@@ -572,8 +572,17 @@ func (s *DiskStore) CreateRun(ctx context.Context, run Run, opts CreateOptions) 
 			}
 			prev = t.info(run.ThreadID)
 		}
-		if run.ParentRunID != "" && (t == nil || tx.Bucket(bucketRuns).Get(runKey(run.ThreadID, run.ParentRunID)) == nil) {
-			return errAbort{fmt.Errorf("parent run %q in thread %q: %w", run.ParentRunID, run.ThreadID, ErrRunNotFound)}
+		if run.ParentRunID != "" {
+			var parent *diskRun
+			if t != nil {
+				if parent, err = getJSON[diskRun](tx.Bucket(bucketRuns), runKey(run.ThreadID, run.ParentRunID)); err != nil {
+					return err
+				}
+			}
+			if parent == nil {
+				return errAbort{fmt.Errorf("parent run %q in thread %q: %w", run.ParentRunID, run.ThreadID, ErrRunNotFound)}
+			}
+			prev.ParentEpoch = parent.Epoch
 		}
 		if t != nil && t.Latest != "" {
 			latest, err := getJSON[diskRun](tx.Bucket(bucketRuns), runKey(run.ThreadID, t.Latest))
@@ -591,7 +600,7 @@ func (s *DiskStore) CreateRun(ctx context.Context, run Run, opts CreateOptions) 
 					}
 				}
 				if run.ParentRunID == "" && opts.ContinueLatest {
-					run.ParentRunID = t.Latest
+					run.ParentRunID, prev.ParentEpoch = t.Latest, latest.Epoch
 				}
 			}
 		}

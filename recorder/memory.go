@@ -221,6 +221,9 @@ func (m *MemoryStore) CreateRun(ctx context.Context, run Run, opts CreateOptions
 			run.ParentRunID = latest.RunID
 		}
 	}
+	if run.ParentRunID != "" {
+		prev.ParentEpoch = t.byID[run.ParentRunID].run.Epoch
+	}
 	start := opts.startTime(now)
 	if t == nil {
 		t = &memThread{owner: run.Owner, route: run.Route, created: start, byID: map[string]*memRun{}}

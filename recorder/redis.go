@@ -399,10 +399,10 @@ func (s *RedisStore) CreateRun(ctx context.Context, run Run, opts CreateOptions)
 	if len(res) == 0 {
 		return Thread{}, nil
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return Thread{}, fmt.Errorf("creating run %q: unexpected script reply %v", run.RunID, res)
 	}
-	th := Thread{ID: run.ThreadID, Owner: str(res[0]), Route: str(res[1]), CreatedAt: msTime(str(res[2])), LatestRunID: str(res[3])}
+	th := Thread{ID: run.ThreadID, Owner: str(res[0]), Route: str(res[1]), CreatedAt: msTime(str(res[2])), LatestRunID: str(res[3]), ParentEpoch: str(res[5])}
 	if n, ok := res[4].(int64); ok {
 		th.RunCount = int(n)
 	}

@@ -77,6 +77,11 @@ type Run struct {
 	// thread has none yet; the caller derives it from the run's input (its first user message).
 	// It is cut to MaxTitleBytes.
 	Title string
+	// ParentEpoch is not stored: thread.Service.StartRun sets it from CreateRun's answer
+	// (Thread.ParentEpoch), the epoch of the run's parent when the run was created ("" for a
+	// root run). The run's end recognizes the parent's branch built in memory by it, without
+	// reading the parent back.
+	ParentEpoch string
 }
 
 // Gap is an inclusive range of event sequence numbers that were not stored.
@@ -105,6 +110,9 @@ type Thread struct {
 	LatestRunID string // the run created last ("" for none)
 	RunCount    int
 	Title       string // from the first run that carried one (Run.Title); "" for none
+	// ParentEpoch is CreateRun's only: the epoch of the new run's parent (the one given, or
+	// the latest run it continues), "" for a root run.
+	ParentEpoch string
 }
 
 // Event is one recorded SSE frame.

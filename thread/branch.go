@@ -219,6 +219,14 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 			id = ended.run.ParentRunID
 			continue
 		}
+		if ended != nil && len(chain) == 1 && ended.run.ParentEpoch != "" {
+			// The parent as the ended run's creation found it (StartRun): its branch, built
+			// here a moment ago, is known by that epoch without reading the parent back.
+			if b := s.recent.get(threadID, id, ended.run.ParentEpoch); b != nil {
+				base = b
+				break
+			}
+		}
 		if id != runID && s.recent.has(threadID, id) {
 			// An ancestor built here a moment ago (usually the parent of the run that just
 			// ended): one small read to check it is the same run, instead of its segment.
@@ -376,7 +384,9 @@ func (s *Service) Checkpoint(ctx context.Context, threadID, runID string) error 
 // other run's checkpoint is skipped. kept, when not nil, is what the caller kept of the
 // events it handed the store for the run: when it holds the run's events 1..LastSeq, the
 // run's events are not read back either (otherwise they are, as Checkpoint reads them). Only
-// the parent's branch is read then, usually from memory.
+// the parent's branch is read then, usually from memory: when run carries the parent's epoch
+// (Run.ParentEpoch, as StartRun returns it) and this process built that branch, nothing is
+// read from the store at all before the checkpoint is written.
 func (s *Service) CheckpointEnded(ctx context.Context, run recorder.Run, kept *KeptEvents) error {
 	if run.Status == recorder.StatusRunning || run.Status == "" {
 		return fmt.Errorf("checkpoint of run %q: the run has not ended (status %q)", run.RunID, run.Status)

@@ -453,6 +453,16 @@ func countingService(t *testing.T) (*thread.Service, *countingStore) {
 	return newService(t, thread.Config{Store: store}), store
 }
 
+// allRunReads returns how many times any run's metadata was read.
+func (c *countingStore) allRunReads() int64 {
+	var n int64
+	c.runs.Range(func(_, v any) bool {
+		n += v.(*atomic.Int64).Load()
+		return true
+	})
+	return n
+}
+
 // runReads returns how many times runID's metadata was read.
 func (c *countingStore) runReads(runID string) int64 {
 	if n, ok := c.runs.Load(runID); ok {
@@ -634,9 +644,9 @@ func TestCheckpointExtendsRecentBranch(t *testing.T) {
 
 // TestCheckpointEnded: the checkpoint of a run whose end its caller just recorded (the proxy's,
 // before the terminal event) reads neither the run's own checkpoint nor its metadata, and,
-// given the events it recorded, not those either: only its parent's record (to check the
-// branch built a moment ago is that run's). Records that are not exactly the run's events
-// 1..LastSeq are read back instead. What it stores is what Checkpoint stores: every branch
+// given the events it recorded, not those either; nor its parent's metadata when the branch
+// built a moment ago is the parent's by the epoch the run's creation saw (Run.ParentEpoch).
+// Records that are not exactly the run's events 1..LastSeq are read back instead. What it stores is what Checkpoint stores: every branch
 // read from the checkpoints is the branch folded from the events, on the main line, on a
 // fork, and from a service with nothing in memory. A run still running is refused.
 func TestCheckpointEnded(t *testing.T) {
@@ -650,12 +660,12 @@ func TestCheckpointEnded(t *testing.T) {
 		r, evs := storeRun(t, svc, "t", runID, parent, chatRun("t", runID, msgID)...)
 		store.checkpoints.Store(0)
 		store.events.Store(0)
-		before := store.runReads(runID)
+		before := store.allRunReads()
 		if err := svc.CheckpointEnded(ctx, r, keep(evs)); err != nil {
 			t.Fatal(err)
 		}
-		if c, e, rr := store.checkpoints.Load(), store.events.Load(), store.runReads(runID)-before; c != ckpts || e != reads || rr != 0 {
-			t.Fatalf("CheckpointEnded(%s): %d checkpoint, %d event and %d own run reads; want %d, %d and 0", runID, c, e, rr, ckpts, reads)
+		if c, e, rr := store.checkpoints.Load(), store.events.Load(), store.allRunReads()-before; c != ckpts || e != reads || rr != 0 {
+			t.Fatalf("CheckpointEnded(%s): %d checkpoint, %d event and %d run reads; want %d, %d and 0", runID, c, e, rr, ckpts, reads)
 		}
 	}
 	all := func(evs []recorder.Event) *thread.KeptEvents { return keptOf(t, evs) }
@@ -674,9 +684,20 @@ func TestCheckpointEnded(t *testing.T) {
 		return k
 	}, 0, 1)
 	ended(s, "r12", "", "m12", all, 0, 0)
+	// A parent epoch other than the branch's built here (as if the parent had been made
+	// again since): the parent's metadata is read to check, and the branch is still right.
+	stale, evs := storeRun(t, s, "t", "stale", "", chatRun("t", "stale", "ms")...)
+	stale.ParentEpoch = recorder.NewEpoch()
+	before := store.allRunReads()
+	if err := s.CheckpointEnded(ctx, stale, keptOf(t, evs)); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.allRunReads() - before; n != 1 {
+		t.Fatalf("CheckpointEnded with another parent epoch: %d run reads, want 1 (the parent's)", n)
+	}
 	ended(s, "fork", "r3", "mf", all, 2, 0)
 	ended(s, "fork2", "fork", "mf2", all, 0, 0)
-	for _, run := range []string{"r1", "r2", "r6", "r7", "r10", "r11", "r12", "fork", "fork2"} {
+	for _, run := range []string{"r1", "r2", "r6", "r7", "r10", "r11", "r12", "stale", "fork", "fork2"} {
 		sameBranch(t, s, "t", run)
 	}
 	// A second service (another replica, or this one restarted: nothing built in memory)

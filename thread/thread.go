@@ -235,6 +235,7 @@ func (s *Service) StartRun(ctx context.Context, run recorder.Run) (recorder.Run,
 	if run.ParentRunID == "" {
 		run.ParentRunID = prev.LatestRunID
 	}
+	run.ParentEpoch = prev.ParentEpoch
 	return run, nil
 }
 

@@ -183,8 +183,8 @@ func testCreateRunNewThread(t *testing.T, s recorder.Store) {
 func testCreateRunReturnsPrevious(t *testing.T, s recorder.Store) {
 	mustCreate(t, s, newRun("t1", "r1"))
 	prev := mustCreate(t, s, newRun("t1", "r2"))
-	if prev.ID != "t1" || prev.LatestRunID != "r1" || prev.RunCount != 1 || prev.Owner != "alice" || prev.Route != "/agent" || prev.CreatedAt.IsZero() {
-		t.Errorf("CreateRun(t1/r2, recorder.CreateOptions{}) = %+v, want the thread before: latest r1, 1 run", prev)
+	if prev.ID != "t1" || prev.LatestRunID != "r1" || prev.RunCount != 1 || prev.Owner != "alice" || prev.Route != "/agent" || prev.CreatedAt.IsZero() || prev.ParentEpoch != "" {
+		t.Errorf("CreateRun(t1/r2, recorder.CreateOptions{}) = %+v, want the thread before: latest r1, 1 run, no parent epoch (a root run)", prev)
 	}
 	prev = mustCreate(t, s, newRun("t1", "r3"))
 	if prev.LatestRunID != "r2" || prev.RunCount != 2 {
@@ -397,14 +397,19 @@ func testContinueLatest(t *testing.T, s recorder.Store) {
 	if _, err := s.CreateRun(ctx, newRun("t1", "r1"), cont); err != nil {
 		t.Fatal(err)
 	}
+	r1 := mustRun(t, s, "t1", "r1")
 	prev, err := s.CreateRun(ctx, newRun("t1", "r2"), cont)
-	if err != nil || prev.LatestRunID != "r1" {
-		t.Fatalf("CreateRun(t1/r2) = %+v, %v, want the previous latest r1", prev, err)
+	if err != nil || prev.LatestRunID != "r1" || prev.ParentEpoch != r1.Epoch {
+		t.Fatalf("CreateRun(t1/r2) = %+v, %v, want the previous latest r1 and its epoch %s", prev, err, r1.Epoch)
 	}
 	explicit := newRun("t1", "r3")
 	explicit.ParentRunID = "r1"
-	mustCreate(t, s, explicit)
-	mustCreate(t, s, newRun("t1", "root"))
+	if prev := mustCreate(t, s, explicit); prev.ParentEpoch != r1.Epoch {
+		t.Errorf("CreateRun(t1/r3, parent r1).ParentEpoch = %q, want r1's %q", prev.ParentEpoch, r1.Epoch)
+	}
+	if prev := mustCreate(t, s, newRun("t1", "root")); prev.ParentEpoch != "" {
+		t.Errorf("CreateRun(t1/root).ParentEpoch = %q, want none", prev.ParentEpoch)
+	}
 	for run, want := range map[string]string{"r1": "", "r2": "r1", "r3": "r1", "root": ""} {
 		if got := mustRun(t, s, "t1", run); got.ParentRunID != want {
 			t.Errorf("Run(t1/%s).ParentRunID = %q, want %q", run, got.ParentRunID, want)

@@ -354,13 +354,13 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	sctx, scancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 	defer scancel()
 	sent := messageIDs(in)
-	known, err := h.threads.KnownMessageIDs(sctx, meta.ThreadID, parent, sent)
+	known, err := h.threads.KnownMessageIDs(sctx, meta.ThreadID, parent, meta.ParentEpoch, sent)
 	if err != nil {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "could not read the thread history; RUN_STARTED.input keeps every message",
 			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))
 	}
 
-	fwd, err := h.hydrate(sctx, in, meta.ThreadID, parent, known)
+	fwd, err := h.hydrate(sctx, in, meta.ThreadID, parent, meta.ParentEpoch, known)
 	if err != nil {
 		h.release(ctx, meta)
 		h.fail(w, r, err)
@@ -454,7 +454,7 @@ func (h *Handler) release(ctx context.Context, meta recorder.Run) {
 // conversation costs nothing more. A parent still running (concurrent runs) is not hydrated
 // from: its conversation is not settled. A branch with events missing in the store refuses the run
 // (problem.ErrHistoryIncomplete) rather than send the agent a shortened conversation.
-func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, key, parent string, known map[string]bool) (*agui.RunInput, error) {
+func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, key, parent, parentEpoch string, known map[string]bool) (*agui.RunInput, error) {
 	mode := h.cfg.Hydrate
 	if mode == hydrate.ModeOff || parent == "" {
 		return in, nil
@@ -462,7 +462,7 @@ func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, key, parent st
 	if mode == hydrate.ModeMissing && known != nil && !lacksKnown(in, known) {
 		return in, nil
 	}
-	branch, ended, err := h.threads.BranchInput(ctx, key, parent)
+	branch, ended, err := h.threads.BranchInput(ctx, key, parent, parentEpoch)
 	if err != nil {
 		return nil, err
 	}

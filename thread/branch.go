@@ -274,12 +274,17 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 		if ended != nil && r.RunID == runID {
 			evs, keptBuf, kept = ended.events()
 		}
+		// The run is whole when its events 1..LastSeq were all kept, or read back from a
+		// record without gaps (the ended run's own record is not read: its gaps are unknown).
+		whole := kept
 		if !kept {
 			var err error
 			if evs, _, err = s.RunEvents(ctx, threadID, r.RunID, 0, -1); err != nil {
 				return nil, err
 			}
+			whole = (ended == nil || r.RunID != runID) && r.Complete(0)
 		}
+		whole = whole && (base == nil || base.whole.Load())
 		if r.Status == recorder.StatusRunning || !store {
 			var events []compact.Event
 			if base != nil {
@@ -288,6 +293,7 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 			events = s.Compact(append(events, evs...))
 			unalias(events, keptBuf) // the branch may be kept in memory; the run's events need not be
 			base = &loadedBranch{events: events, flat: flatten(events)}
+			base.whole.Store(whole)
 		} else {
 			// The branch, and its fold when one can be kept, may stay in memory; the bytes of
 			// all the run's events need not. A fold keeps slices of what it was fed, so then
@@ -302,6 +308,7 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 				unalias(events, keptBuf)
 			}
 			base = s.storeCheckpoint(ctx, threadID, r.RunID, events, fold, base, parentRun)
+			base.whole.Store(whole)
 			if !keepFold {
 				base.fold.Store(nil)
 			}
@@ -452,9 +459,19 @@ func idSet(ids []string) map[string]bool {
 // the ended run runID's branch holds, in the branch's order (what a client that replayed the
 // branch sends), the answer is those ids, learnt from the count and hash in runID's checkpoint
 // record: one small read, no replay, whatever the thread's length. Otherwise it is MessageIDs.
-func (s *Service) KnownMessageIDs(ctx context.Context, threadID, runID string, sent []string) (map[string]bool, error) {
+// epoch, when not "", is runID's epoch as the caller knows it (Run.ParentEpoch of the run being
+// started): when this process built that run's branch a moment ago (a thread's turns on one
+// replica), the answer is the branch's ids, and nothing is read.
+func (s *Service) KnownMessageIDs(ctx context.Context, threadID, runID, epoch string, sent []string) (map[string]bool, error) {
 	if runID == "" {
 		return nil, nil
+	}
+	if epoch != "" {
+		if b := s.recent.get(threadID, runID, epoch); b != nil && b.ids != nil {
+			// Both answers below are these ids: those sent, when they are the branch's, or
+			// the branch's (MessageIDs).
+			return idSet(b.ids), nil
+		}
 	}
 	rec, err := s.readRecord(ctx, threadID, runID, true)
 	if err == nil && rec.V == checkpointVersion && rec.IDHash != "" {

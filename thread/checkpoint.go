@@ -116,6 +116,11 @@ type loadedBranch struct {
 	// fold is the compact.Fold whose Events are events, while no child has taken it
 	// (Service.extend): the next run's end feeds it the run instead of folding the thread.
 	fold atomic.Pointer[compact.Fold]
+	// whole is true when the branch is known to hold every event of every run of its lineage:
+	// built here from a whole base and a run whose events were all kept or read back without
+	// gaps, or checked against the runs' records (BranchInput). False: not known (a branch
+	// read from a checkpoint), and hydration checks the lineage's records first.
+	whole atomic.Bool
 }
 
 const snapshotPrefix = `{"type":"MESSAGES_SNAPSHOT","messages":[`

@@ -25,7 +25,7 @@ func BenchmarkMessageIDs(b *testing.B) {
 	sent = append(sent, "new")
 	b.Run("known", func(b *testing.B) {
 		for b.Loop() {
-			known, err := s.KnownMessageIDs(b.Context(), "t", "r300", sent)
+			known, err := s.KnownMessageIDs(b.Context(), "t", "r300", "", sent)
 			if err != nil || len(known) != 600 {
 				b.Fatalf("KnownMessageIDs = %d, %v", len(known), err)
 			}

@@ -46,7 +46,7 @@ func FuzzCheckpointRecord(f *testing.F) {
 		}
 		var v struct{ V int }
 		legacy := json.Unmarshal(pointer, &v) == nil && v.V == 1
-		known, err := s.KnownMessageIDs(ctx, "t", "r3", []string{"u-m1", "m1", "u-m2", "m2", "u-m3", "m3"})
+		known, err := s.KnownMessageIDs(ctx, "t", "r3", "", []string{"u-m1", "m1", "u-m2", "m2", "u-m3", "m3"})
 		if err != nil || !legacy && !maps.Equal(known, wantIDs) {
 			t.Fatalf("KnownMessageIDs = %v, %v, want %v", slices.Sorted(maps.Keys(known)), err, slices.Sorted(maps.Keys(wantIDs)))
 		}

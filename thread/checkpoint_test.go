@@ -13,7 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/thread"
 )
@@ -434,7 +436,8 @@ func TestCheckpointLegacy(t *testing.T) {
 type countingStore struct {
 	recorder.Store
 	checkpoints, events atomic.Int64
-	runs                sync.Map // run id → *atomic.Int64: its Run reads
+	threadRuns          atomic.Int64 // Runs calls
+	runs                sync.Map     // run id → *atomic.Int64: its Run reads
 }
 
 func (c *countingStore) Run(ctx context.Context, threadID, runID string) (recorder.Run, error) {
@@ -507,7 +510,7 @@ func TestKnownMessageIDs(t *testing.T) {
 	for _, tc := range cases {
 		store.checkpoints.Store(0)
 		store.events.Store(0)
-		known, err := s.KnownMessageIDs(ctx, "t", "r30", tc.sent)
+		known, err := s.KnownMessageIDs(ctx, "t", "r30", "", tc.sent)
 		if got := slices.Sorted(maps.Keys(known)); err != nil || !slices.Equal(got, want) {
 			t.Errorf("%s: KnownMessageIDs = %v, %v, want %v", tc.name, got, err, want)
 		}
@@ -518,12 +521,31 @@ func TestKnownMessageIDs(t *testing.T) {
 	if data, _ := store.Store.Checkpoint(ctx, "t", "r30"); len(data) > 200 {
 		t.Errorf("r30's checkpoint record is %d bytes, want a small pointer: %s", len(data), data)
 	}
+	// With r30's epoch (the run start's Run.ParentEpoch), the branch built here a moment ago
+	// answers every case without a read; another epoch is not that branch's, and is read.
+	r30, err := store.Store.Run(ctx, "t", "r30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, epoch := range []string{r30.Epoch, recorder.NewEpoch()} {
+		for _, tc := range cases {
+			store.checkpoints.Store(0)
+			store.events.Store(0)
+			known, err := s.KnownMessageIDs(ctx, "t", "r30", epoch, tc.sent)
+			if got := slices.Sorted(maps.Keys(known)); err != nil || !slices.Equal(got, want) {
+				t.Errorf("%s, epoch %s: KnownMessageIDs = %v, %v, want %v", tc.name, epoch, got, err, want)
+			}
+			if reads, wantReads := store.checkpoints.Load()+store.events.Load(), epoch != r30.Epoch; (reads > 0) != wantReads {
+				t.Errorf("%s, epoch %s: %d reads, want reads: %v", tc.name, epoch, reads, wantReads)
+			}
+		}
+	}
 	// A run start whose parent has no readable checkpoint yet (the checkpoint loop has not
 	// built it) gets the exact ids without storing one: it does not wait for that write.
 	if err := store.Store.PutCheckpoint(ctx, "t", "r30", []byte("not yet")); err != nil {
 		t.Fatal(err)
 	}
-	known, err := s.KnownMessageIDs(ctx, "t", "r30", []string{"new"})
+	known, err := s.KnownMessageIDs(ctx, "t", "r30", "", []string{"new"})
 	if got := slices.Sorted(maps.Keys(known)); err != nil || !slices.Equal(got, want) {
 		t.Errorf("KnownMessageIDs without the parent's checkpoint = %v, %v, want %v", got, err, want)
 	}
@@ -716,5 +738,68 @@ func TestCheckpointEnded(t *testing.T) {
 	}
 	if err := s.CheckpointEnded(ctx, running, nil); err == nil {
 		t.Fatal("CheckpointEnded of a running run: no error")
+	}
+}
+
+// Runs counts the reads of every run of a thread (BranchInput's check of the lineage).
+func (c *countingStore) Runs(ctx context.Context, threadID string) ([]recorder.Run, error) {
+	c.threadRuns.Add(1)
+	return c.Store.Runs(ctx, threadID)
+}
+
+// TestBranchInputFromMemory: hydration of a run start continuing a run whose branch this
+// process built from all its events (kept, or read back from a record without gaps) reads only
+// that run's record, not every run of the thread nor the branch's checkpoint; a branch whose
+// wholeness is not known (its run's events read back at its end, or another replica's) is
+// checked against every run's record once, then known. Every answer is the branch's.
+func TestBranchInputFromMemory(t *testing.T) {
+	s, store := countingService(t)
+	ctx := t.Context()
+	input := func(svc *thread.Service, runID, epoch string, runsReads, ckptReads int64) hydrate.Branch {
+		t.Helper()
+		store.threadRuns.Store(0)
+		store.checkpoints.Store(0)
+		b, ended, err := svc.BranchInput(ctx, "t", runID, epoch)
+		if err != nil || !ended {
+			t.Fatalf("BranchInput(%s) = %v, %v", runID, ended, err)
+		}
+		if r, c := store.threadRuns.Load(), store.checkpoints.Load(); r != runsReads || c != ckptReads {
+			t.Fatalf("BranchInput(%s): %d reads of the thread's runs and %d checkpoint reads, want %d and %d", runID, r, c, runsReads, ckptReads)
+		}
+		return b
+	}
+	ids := func(b hydrate.Branch) []string {
+		var out []string
+		for _, m := range b.Messages {
+			out = append(out, agui.MessageID(m))
+		}
+		return out
+	}
+	r1, evs := storeRun(t, s, "t", "r1", "", chatRun("t", "r1", "m1")...)
+	if err := s.CheckpointEnded(ctx, r1, keptOf(t, evs)); err != nil {
+		t.Fatal(err)
+	}
+	fast := input(s, "r1", r1.Epoch, 0, 0)
+	if got := ids(fast); !slices.Equal(got, []string{"u-m1", "m1"}) {
+		t.Fatalf("BranchInput(r1) messages %v, want [u-m1 m1]", got)
+	}
+	if !slices.EqualFunc(ids(input(s, "r1", "", 1, 1)), ids(fast), func(a, b string) bool { return a == b }) {
+		t.Fatal("BranchInput(r1) without the epoch answers another branch")
+	}
+	// r2's events read back at its end: its own record is not read then, so its branch's
+	// wholeness is unknown until BranchInput checks the runs once.
+	r2, _ := storeRun(t, s, "t", "r2", "", chatRun("t", "r2", "m2")...)
+	if err := s.CheckpointEnded(ctx, r2, nil); err != nil {
+		t.Fatal(err)
+	}
+	checked := input(s, "r2", r2.Epoch, 1, 2) // (its pointer and its segment, r1's)
+	again := input(s, "r2", r2.Epoch, 0, 0)
+	if want := []string{"u-m1", "m1", "u-m2", "m2"}; !slices.Equal(ids(checked), want) || !slices.Equal(ids(again), want) {
+		t.Fatalf("BranchInput(r2) messages %v then %v, want %v", ids(checked), ids(again), want)
+	}
+	// Another replica built nothing: it reads the runs and the checkpoint.
+	s2 := newService(t, thread.Config{Store: store})
+	if got := ids(input(s2, "r2", r2.Epoch, 1, 2)); !slices.Equal(got, ids(again)) {
+		t.Fatalf("BranchInput(r2) on another replica: %v", got)
 	}
 }

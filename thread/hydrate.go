@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/hydrate"
@@ -17,11 +18,29 @@ import (
 // conversation is not settled yet, and the caller forwards the request as it is. It refuses with
 // problem.ErrHistoryIncomplete when an event of the branch is missing from the store (a gap or
 // a trimmed head in one of its runs): the agent must never get a silently shortened
-// conversation. It reads the thread's runs in one call, then the branch as Branch does (one
-// checkpoint read when runID has one).
-func (s *Service) BranchInput(ctx context.Context, threadID, runID string) (b hydrate.Branch, ended bool, err error) {
+// conversation.
+//
+// epoch, when not "", is runID's epoch as the caller knows it (Run.ParentEpoch of the run
+// being started): when this process built that run's branch and knows it whole (a thread's
+// turns on one replica), only runID's own record is read, to see it still has no event
+// missing; the older runs' were when the branch was known whole. Otherwise it reads the
+// thread's runs in one call, then the branch as Branch does (one checkpoint read when runID
+// has one), and remembers that branch whole once the runs' records show no event missing. A
+// thread's turns on one replica thus cost one small read, not a read of every run and of the
+// whole branch.
+func (s *Service) BranchInput(ctx context.Context, threadID, runID, epoch string) (b hydrate.Branch, ended bool, err error) {
 	if runID == "" {
 		return hydrate.Branch{}, true, nil
+	}
+	if epoch != "" && s.recent.has(threadID, runID) {
+		r, err := s.store.Run(ctx, threadID, runID)
+		if err != nil {
+			return hydrate.Branch{}, false, fmt.Errorf("run %q of the branch: %w", runID, err)
+		}
+		if lb := s.recent.get(threadID, runID, epoch); lb != nil && lb.whole.Load() && r.Epoch == epoch &&
+			r.Status != recorder.StatusRunning && r.Complete(0) {
+			return branchInput(runID, slices.Clip(lb.events))
+		}
 	}
 	runs, err := s.store.Runs(ctx, threadID)
 	if err != nil {
@@ -52,10 +71,22 @@ func (s *Service) BranchInput(ctx context.Context, threadID, runID string) (b hy
 	if last.Status == recorder.StatusRunning {
 		return hydrate.Branch{}, false, nil
 	}
-	events, err := s.Branch(ctx, threadID, runID)
+	lb, err := s.branch(ctx, threadID, runID)
 	if err != nil {
 		return hydrate.Branch{}, false, err
 	}
+	// Gaps are only ever added to a run's record, and a record made again after a loss
+	// records one: no gap now means none when the branch's events were read. The branch this
+	// process keeps for the run (built at its end, the same branch) is known whole too.
+	lb.whole.Store(true)
+	if rb := s.recent.get(threadID, runID, last.Epoch); rb != nil {
+		rb.whole.Store(true)
+	}
+	return branchInput(runID, slices.Clip(lb.events))
+}
+
+// branchInput replays a branch's compacted events into what hydration adds to a request.
+func branchInput(runID string, events []compact.Event) (hydrate.Branch, bool, error) {
 	messages, state, err := compact.Replay(events)
 	if err != nil {
 		return hydrate.Branch{}, false, fmt.Errorf("%w: replaying the branch through run %q: %v", problem.ErrHistoryIncomplete, runID, err)

@@ -169,8 +169,13 @@ func hasState(raw json.RawMessage) bool {
 	return true
 }
 
-// isActivity reports whether a message has the role "activity".
+// isActivity reports whether a message has the role "activity". A message that spells
+// "activity" nowhere, not even with an escape (\u), has not: most messages of a long branch
+// are answered without decoding them.
 func isActivity(m json.RawMessage) bool {
+	if !bytes.Contains(m, []byte("activity")) && !bytes.Contains(m, []byte(`\u`)) {
+		return false
+	}
 	var v struct {
 		Role string `json:"role"`
 	}

@@ -113,6 +113,13 @@ func TestApply(t *testing.T) {
 			want:   `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"hi"},{"id":"u2","role":"user","content":"x"}]}`,
 		},
 		{
+			name: "an activity message whose role is spelled with escapes is one too", mode: ModeMissing,
+			body:     `{"threadId":"t","runId":"r2","messages":[{"id":"u2","role":"user","content":"x"}]}`,
+			branch:   `[{"id":"u1","role":"user","content":"activity"},{"id":"act1","role":"\u0061ctivit\u0079","content":{}}]`,
+			want:     `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"activity"},{"id":"u2","role":"user","content":"x"}]}`,
+			restored: 1,
+		},
+		{
 			name: "empty branch: nothing to restore", mode: ModeMissing,
 			body:   `{"threadId":"t","runId":"r1","messages":[{"id":"u1","role":"user","content":"hi"}]}`,
 			branch: `[]`,

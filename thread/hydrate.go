@@ -91,9 +91,26 @@ func branchInput(runID string, events []compact.Event) (hydrate.Branch, bool, er
 	if err != nil {
 		return hydrate.Branch{}, false, fmt.Errorf("%w: replaying the branch through run %q: %v", problem.ErrHistoryIncomplete, runID, err)
 	}
-	var list []json.RawMessage
-	if err := json.Unmarshal(messages, &list); err != nil {
-		return hydrate.Branch{}, false, fmt.Errorf("replaying the branch through run %q: messages: %w", runID, err)
+	list, ok := splitArray(messages)
+	if !ok || !trimmed(list) {
+		// (Replay renders compact JSON; this is for one that would not.)
+		list = nil
+		if err := json.Unmarshal(messages, &list); err != nil {
+			return hydrate.Branch{}, false, fmt.Errorf("replaying the branch through run %q: messages: %w", runID, err)
+		}
 	}
 	return hydrate.Branch{Messages: list, State: state}, true, nil
 }
+
+// trimmed reports whether no element of list starts or ends with JSON whitespace: splitArray's
+// elements are then the array's values exactly.
+func trimmed(list []json.RawMessage) bool {
+	for _, m := range list {
+		if len(m) == 0 || isJSONSpace(m[0]) || isJSONSpace(m[len(m)-1]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

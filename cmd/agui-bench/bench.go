@@ -52,6 +52,10 @@ type options struct {
 	// which messages are new. Without it each run has a thread of its own (the run start's
 	// cost without the history's).
 	History bool
+	// NewOnly, with History, makes each POST carry only the run's new user message, as a
+	// client that keeps no history does (a reload, a second device): the proxy hydrates the
+	// request from the thread it stored. The agent behind a baseline gets that one message.
+	NewOnly bool
 	// Attach is the number of attachers per run (fan-out mode): each opens the run attach
 	// stream once the run has started and reads it to its end.
 	Attach int
@@ -158,6 +162,8 @@ type result struct {
 	LastFirstEvent *summary `json:"last_runs_first_event,omitempty"`
 	// History tells whether the chat mode's runs continued their stream's thread (-history).
 	History bool `json:"history,omitempty"`
+	// HistoryNew tells that each POST carried only its new message (-history-new).
+	HistoryNew bool `json:"history_new,omitempty"`
 	// Dials counts the connections the client opened to the target (the run streams; the
 	// attachers and followers too); DialsPerRun divides it by the runs.
 	Dials       int64          `json:"dials"`
@@ -302,7 +308,11 @@ func bench(ctx context.Context, opts options) (*result, error) {
 					history = append(history, assistantMessage(id, reply))
 				}
 				history = append(history, userMessage(benchRun(tag, i)+next))
-				stats[i*runs+k] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i)+next, history, func() {})
+				send := history
+				if opts.NewOnly {
+					send = history[len(history)-1:]
+				}
+				stats[i*runs+k] = runOne(ctx, client, u.String(), opts, benchThread(tag, i), benchRun(tag, i)+next, send, func() {})
 			}
 		})
 	})
@@ -353,7 +363,7 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		URL: u.String(), Scenario: opts.Scenario, Concurrency: opts.C, EventsPerRun: opts.Events,
 		IntervalMs: int(opts.Interval / time.Millisecond), Runs: len(stats), WallSeconds: wall.Seconds(),
 		Errors: map[string]int{}, DurationHit: ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded),
-		RampMs: int(opts.Ramp / time.Millisecond), Fanout: fo, Follow: fol, History: opts.History && runs > 1,
+		RampMs: int(opts.Ramp / time.Millisecond), Fanout: fo, Follow: fol, History: opts.History && runs > 1, HistoryNew: opts.History && opts.NewOnly && runs > 1,
 	}
 	var lat, sent, ttfe, nextTTFE, lastTTFE []int64
 	lastFrom := runs - max(1, runs/10) // (the last tenth of each stream's runs)

@@ -77,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.MaxEvent, "max-event", 16<<20, "largest event accepted, bytes")
 	fs.DurationVar(&o.Ramp, "ramp", 0, "soak mode: open the runs evenly over this long (0 = all at once)")
 	fs.IntVar(&o.Runs, "runs", 1, "chat mode: runs each of the -c streams performs one after another, the next as soon as the previous ended (1..10000)")
+	fs.BoolVar(&o.NewOnly, "history-new", false, "with -history: each POST carries only the run's new user message, as a client that keeps no history (the proxy hydrates it from the stored thread)")
 	fs.BoolVar(&o.History, "history", false, "chat mode: each stream's runs continue one thread, each POST carrying the thread's messages so far and a new user message, as a chat client's (default: a thread per run)")
 	fs.IntVar(&o.Attach, "attach", 0, "fan-out mode: attachers per run, opened once every run started (0..10000)")
 	attachURLs := fs.String("attach-url", "", "comma-separated proxy origins the attachers use, round robin (default: -url's origin)")
@@ -114,6 +115,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.Runs < 1 || o.Runs > 10000 {
 		errs = append(errs, fmt.Errorf("-runs %d: want 1..10000", o.Runs))
+	}
+	if o.NewOnly && !o.History {
+		errs = append(errs, errors.New("-history-new needs -history"))
 	}
 	if o.History && o.Runs < 2 {
 		errs = append(errs, errors.New("-history needs -runs above 1 (chat mode)"))

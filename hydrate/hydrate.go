@@ -107,16 +107,27 @@ func Apply(mode Mode, in *agui.RunInput, b Branch) (Result, error) {
 		sendable = append(sendable, validUTF8(m))
 	}
 	b.Messages = sendable
+	// Each message's id is read once (a branch of 2,000 messages is 2,000 scans, not 6,000);
+	// the request's were read by agui.DecodeRunInput.
+	bids := make([]string, len(b.Messages))
 	branchIDs := make(map[string]int, len(b.Messages))
 	for i, m := range b.Messages {
 		if id := agui.MessageID(m); id != "" {
+			bids[i] = id
 			branchIDs[id] = i
+		}
+	}
+	reqIDs := in.MessageIDs
+	if len(reqIDs) != len(in.Messages) {
+		reqIDs = make([]string, len(in.Messages))
+		for i, m := range in.Messages {
+			reqIDs[i] = agui.MessageID(m)
 		}
 	}
 	reqByID := make(map[string]json.RawMessage, len(in.Messages))
 	var fresh []json.RawMessage
-	for _, m := range in.Messages {
-		id := agui.MessageID(m)
+	for i, m := range in.Messages {
+		id := reqIDs[i]
 		if _, held := branchIDs[id]; id != "" && held {
 			reqByID[id] = m
 			continue
@@ -124,16 +135,16 @@ func Apply(mode Mode, in *agui.RunInput, b Branch) (Result, error) {
 		fresh = append(fresh, m)
 	}
 	missing := 0
-	for _, m := range b.Messages {
-		if id := agui.MessageID(m); id == "" || reqByID[id] == nil {
+	for _, id := range bids {
+		if id == "" || reqByID[id] == nil {
 			missing++
 		}
 	}
 	var messages, state json.RawMessage
 	if mode == ModeAlways || missing > 0 {
 		list := make([]json.RawMessage, 0, len(b.Messages)+len(fresh))
-		for _, m := range b.Messages {
-			if c, ok := reqByID[agui.MessageID(m)]; ok && mode == ModeMissing {
+		for i, m := range b.Messages {
+			if c, ok := reqByID[bids[i]]; ok && mode == ModeMissing {
 				m = c // the client's copy of a message both hold
 			}
 			list = append(list, m)

@@ -14,6 +14,9 @@
 #   thread    1 stream × 1,000 runs on one thread, 20 events each, no pause, each POST carrying
 #             the thread's messages so far as a chat client's (agui-bench -history): how a run's
 #             cost and its first event grow with the thread (last_runs_first_event: the last 100)
+#   threadnew the thread profile with each POST carrying only its new user message, as a client
+#             that keeps no history (agui-bench -history-new): the proxy hydrates each request
+#             from the stored thread (the agent behind a baseline gets the one message)
 #   fanout1   1 run × 1,000 attachers (run attach), 60 events at 1 s
 #   fanout5   1,000 runs × 5 attachers each
 #   fanout2r  fanout5 with the attachers on a second replica on the same Redis
@@ -53,6 +56,7 @@ args() {
     soak) echo "-c $soak_c -events 60 -interval 1s -ramp 20s -duration 5m" ;;
     chat) echo "-c 100 -runs 20 -events 20 -interval 5ms -duration 5m" ;;
     thread) echo "-c 1 -runs 1000 -events 20 -interval 0 -history -duration 10m" ;;
+    threadnew) echo "-c 1 -runs 1000 -events 20 -interval 0 -history -history-new -duration 10m" ;;
     fanout1) echo "-c 1 -attach 1000 -events 60 -interval 1s -ramp 10s" ;;
     fanout5|fanout2r) echo "-c 1000 -attach 5 -events 60 -interval 1s -ramp 15s -duration 5m" ;;
     follow) echo "-c 200 -follow 10 -events 5 -interval 0 -duration 5m -pprof-url http://127.0.0.1:$pprof_port" ;;

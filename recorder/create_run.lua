@@ -39,30 +39,34 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return redis.error_reply('RUNEXISTS run already started')
 end
-if ARGV[2] ~= '' and (not exists or redis.call('EXISTS', KEYS[4]) == 0) then
-  return redis.error_reply('NORUN parent run not in thread')
+local parentEpoch = ''
+if ARGV[2] ~= '' then
+  if not exists or redis.call('EXISTS', KEYS[4]) == 0 then
+    return redis.error_reply('NORUN parent run not in thread')
+  end
+  parentEpoch = redis.call('HGET', KEYS[4], 'epoch') or ''
 end
 local result = {}
 local parent = ARGV[2]
 if exists then
   local latest = redis.call('LINDEX', KEYS[2], -1) or ''
   if latest ~= '' then
+    local continues = parent == '' and ARGV[14] == '1'
     if ARGV[12] == '1' then
-      local st = redis.call('HMGET', ARGV[8] .. 'run:' .. latest, 'status', 'lease')
+      local st = redis.call('HMGET', ARGV[8] .. 'run:' .. latest, 'status', 'lease', 'epoch')
       local lease = tonumber(st[2] or '0') or 0
       if st[1] == 'running' and (lease == 0 or tonumber(ARGV[6]) < lease + tonumber(ARGV[13])) then
         return redis.error_reply('BUSY thread has a run in progress')
       end
+      if continues then
+        parentEpoch = st[3] or ''
+      end
+    elseif continues then
+      parentEpoch = redis.call('HGET', ARGV[8] .. 'run:' .. latest, 'epoch') or ''
     end
-    if parent == '' and ARGV[14] == '1' then
+    if continues then
       parent = latest
     end
-  end
-  local parentEpoch = ''
-  if ARGV[2] ~= '' then
-    parentEpoch = redis.call('HGET', KEYS[4], 'epoch') or ''
-  elseif parent ~= '' then
-    parentEpoch = redis.call('HGET', ARGV[8] .. 'run:' .. parent, 'epoch') or ''
   end
   result = {prev[1], prev[2], prev[3] or '0', latest, redis.call('LLEN', KEYS[2]), parentEpoch}
 else

@@ -415,6 +415,15 @@ func testContinueLatest(t *testing.T, s recorder.Store) {
 			t.Errorf("Run(t1/%s).ParentRunID = %q, want %q", run, got.ParentRunID, want)
 		}
 	}
+	// The busy rule reads the latest run too (exclusive, as the proxy creates runs).
+	if err := s.FinishRun(ctx, "t1", "root", recorder.StatusFinished, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	root := mustRun(t, s, "t1", "root")
+	prev, err = s.CreateRun(ctx, newRun("t1", "r4"), recorder.CreateOptions{ContinueLatest: true, Exclusive: true})
+	if err != nil || prev.LatestRunID != "root" || prev.ParentEpoch != root.Epoch {
+		t.Fatalf("CreateRun(t1/r4, exclusive) = %+v, %v, want the previous latest root and its epoch %s", prev, err, root.Epoch)
+	}
 }
 
 func mustThread(t *testing.T, s recorder.Store, id string) recorder.Thread {

@@ -142,8 +142,8 @@ func TestRedisCoalescedCallDroppedWhenCallerLeft(t *testing.T) {
 	if n := recorder.CoalescerSenders(s); n != 0 {
 		t.Fatalf("%d senders in flight after the lone reads returned, want 0", n)
 	}
-	// Reads whose callers keep waiting fill every sender slot (the first sent inline, the
-	// others by sender goroutines), so the next call is queued, not sent.
+	// Reads whose callers keep waiting (no deadline: never sent inline) fill every sender
+	// slot, so the next call is queued, not sent.
 	reads := make(chan error, 4)
 	for i := range 4 {
 		go func() {

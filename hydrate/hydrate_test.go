@@ -173,6 +173,7 @@ func FuzzApply(f *testing.F) {
 	f.Add([]byte(`{"threadId":"t","runId":"r2","messages":[{"id":"u2","role":"user","content":"x"}],"tools":[]}`), []byte(branchMsgs), []byte(`{"a":1}`))
 	f.Add([]byte(`{"threadId":"t","runId":"r2","state":null}`), []byte(`[]`), []byte(`null`))
 	f.Add([]byte(`{"runId":"r","threadId":"t","messages":[{"id":"a1"},{"id":"a1"}],"x":"\u00e9"}`), []byte(`[{"id":"a1"},{}]`), []byte(`[1]`))
+	f.Add([]byte(`{"threadId":"t","runId":"r2","messages":[]}`), []byte(`[{"id":"x","role":"\u0061ctivity"},{"id":"y","role":"user","content":"activity"}]`), []byte(`{}`))
 	f.Fuzz(func(t *testing.T, body, branch, state []byte) {
 		in, err := agui.DecodeRunInput(body)
 		if err != nil {
@@ -181,6 +182,15 @@ func FuzzApply(f *testing.F) {
 		var bm []json.RawMessage
 		if json.Unmarshal(branch, &bm) != nil {
 			return
+		}
+		for _, m := range bm {
+			// isActivity's shortcut (no "activity", no \u escape: not one) against a decode.
+			var v struct {
+				Role string `json:"role"`
+			}
+			if want := json.Unmarshal(m, &v) == nil && v.Role == "activity"; isActivity(m) != want {
+				t.Fatalf("isActivity(%s) = %v, want %v", m, !want, want)
+			}
 		}
 		b := Branch{Messages: bm}
 		if json.Valid(state) {

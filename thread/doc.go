@@ -48,10 +48,13 @@
 // Service.StartRun registers a run in one store call (recorder.Store.CreateRun): duplicate
 // run id, parent and the busy rule (one running run per thread unless
 // Config.AllowConcurrentRuns) are checked atomically in the store, so of two concurrent starts
-// exactly one wins; a run without parentRunId continues the thread's latest run. Together with
-// Service.KnownMessageIDs (one small checkpoint read when the parent has a checkpoint and the
-// request repeats the branch's messages, as a client that replayed it does) a run start costs
-// two store round trips, whatever the thread's length.
+// exactly one wins; a run without parentRunId continues the thread's latest run, and the run
+// carries its parent's epoch as the store answered it (recorder.Run.ParentEpoch). Together with
+// Service.KnownMessageIDs (nothing read when this process built the parent's branch, found by
+// that epoch; else one small checkpoint read when the parent has a checkpoint and the request
+// repeats the branch's messages, as a client that replayed it does) a run start costs one or
+// two store round trips, whatever the thread's length. Service.BranchInput (hydration) reads
+// only the parent's record for a branch built here and known whole.
 //
 // The busy rule reads the previous run's status, so whoever pumps a run must have the store
 // record the run's end before a client sees its terminal event (the proxy does, with

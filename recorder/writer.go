@@ -37,11 +37,17 @@ func (d Durability) String() string {
 
 // Writer defaults.
 const (
-	DefaultMaxBufferedEvents = 65536
+	// DefaultMaxBufferedEvents bounds the events waiting to be stored (see
+	// WriterConfig.MaxBufferedEvents): 32 batches of DefaultMaxBatchEvents, 1.6 s of a store
+	// stall absorbed at 10,000 events/s before runs are slowed. A deeper buffer only makes a
+	// stream that an agent runs faster than the store lag further behind: at 50 × 10,000
+	// events with no pause, 65,536 gave the same throughput with a p50 latency of 1.4-1.9 s,
+	// 9-11 µs of CPU per event and 240 MB, against 0.7-1.05 s, 6.5-8.3 µs and 120 MB.
+	DefaultMaxBufferedEvents = 16384
 	DefaultMaxBatchEvents    = 512
 	// DefaultMaxBufferedBytes bounds the bytes of the events waiting to be stored (see
-	// WriterConfig.MaxBufferedBytes): 65,536 events of the proxy's largest (10 MB) would
-	// otherwise be 640 GB.
+	// WriterConfig.MaxBufferedBytes): 16,384 events of the proxy's largest (10 MB) would
+	// otherwise be 160 GB.
 	DefaultMaxBufferedBytes = 256 << 20
 	// DefaultMaxBatchBytes bounds the bytes of one Store.Append call (see
 	// WriterConfig.MaxBatchBytes).

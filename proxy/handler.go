@@ -319,9 +319,10 @@ func runFrom(ctx context.Context) *run {
 
 // serveRun registers the run and forwards it; it returns the run when the upstream answered
 // with an event stream (ServeHTTP streams it back), else nil once the answer was written.
-// Before the agent is called it costs two store round trips: the run's creation (every rule
+// Before the agent is called it costs the run's creation (one store round trip, every rule
 // checked atomically there, see thread.Service.StartRun) and the message ids of the branch it
-// continues.
+// continues: nothing more when this process built that branch (found by the parent's epoch the
+// creation answered), else one small read.
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunInput, owner string) *run {
 	ctx := r.Context()
 	// The run's creation is bounded by StoreTimeout like every other store wait: a store that

@@ -32,6 +32,19 @@ type RunInput struct {
 	Body []byte
 }
 
+// IDs returns the ids of in's messages (MessageID of each; "" for one without an id): the
+// MessageIDs DecodeRunInput read, or, for a RunInput built otherwise, read now.
+func (in *RunInput) IDs() []string {
+	if len(in.MessageIDs) == len(in.Messages) {
+		return in.MessageIDs
+	}
+	ids := make([]string, len(in.Messages))
+	for i, m := range in.Messages {
+		ids[i] = MessageID(m)
+	}
+	return ids
+}
+
 // protectedFields are the RunAgentInput members whose spelling must be exact. Go's
 // encoding/json matches keys case-insensitively (last one wins) while the Python SDK takes the
 // exact camelCase alias and also accepts snake_case: a body holding both "threadId" and

@@ -117,13 +117,7 @@ func Apply(mode Mode, in *agui.RunInput, b Branch) (Result, error) {
 			branchIDs[id] = i
 		}
 	}
-	reqIDs := in.MessageIDs
-	if len(reqIDs) != len(in.Messages) {
-		reqIDs = make([]string, len(in.Messages))
-		for i, m := range in.Messages {
-			reqIDs[i] = agui.MessageID(m)
-		}
-	}
+	reqIDs := in.IDs()
 	reqByID := make(map[string]json.RawMessage, len(in.Messages))
 	var fresh []json.RawMessage
 	for i, m := range in.Messages {

@@ -78,7 +78,7 @@ func normalizedInput(in *agui.RunInput, known map[string]bool) []byte {
 		wroteMessages = true
 		out.WriteByte('[')
 		n := 0
-		ids := messageIDs(in)
+		ids := in.IDs()
 		for i, m := range in.Messages {
 			if id := ids[i]; id != "" && known[id] {
 				continue

@@ -354,7 +354,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	parent := meta.ParentRunID
 	sctx, scancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 	defer scancel()
-	sent := messageIDs(in)
+	sent := in.IDs()
 	known, err := h.threads.KnownMessageIDs(sctx, meta.ThreadID, parent, meta.ParentEpoch, sent)
 	if err != nil {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "could not read the thread history; RUN_STARTED.input keeps every message",
@@ -491,7 +491,7 @@ func lacksKnown(in *agui.RunInput, known map[string]bool) bool {
 		return true
 	}
 	sent := make(map[string]bool, len(in.Messages))
-	for _, id := range messageIDs(in) {
+	for _, id := range in.IDs() {
 		sent[id] = true
 	}
 	for id := range known {
@@ -500,19 +500,6 @@ func lacksKnown(in *agui.RunInput, known map[string]bool) bool {
 		}
 	}
 	return false
-}
-
-// messageIDs returns the ids of in's messages (agui.MessageID of each; "" for none), read once
-// by DecodeRunInput.
-func messageIDs(in *agui.RunInput) []string {
-	if len(in.MessageIDs) == len(in.Messages) {
-		return in.MessageIDs
-	}
-	ids := make([]string, len(in.Messages))
-	for i, m := range in.Messages {
-		ids[i] = agui.MessageID(m)
-	}
-	return ids
 }
 
 // rewrite builds the upstream request. For runs, the outbound request gets the run's own

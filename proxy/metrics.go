@@ -100,16 +100,18 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 			func() float64 { return float64(w.Stats().Waits) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "recorder_write_seconds_total", Help: "Summed latency of successful batched writes."},
 			func() float64 { return w.Stats().BatchLatency.Seconds() }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "checkpoint_branches_total",
-			Help:        "Branches built for runs' checkpoints: how=folded fed the run to the fold kept with its parent's branch (costs the run), how=compacted compacted the whole branch.",
-			ConstLabels: prometheus.Labels{"how": "folded"}},
-			func() float64 { f, _ := h.threads.BranchStats(); return float64(f) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "checkpoint_branches_total",
-			Help:        "Branches built for runs' checkpoints: how=folded fed the run to the fold kept with its parent's branch (costs the run), how=compacted compacted the whole branch.",
-			ConstLabels: prometheus.Labels{"how": "compacted"}},
-			func() float64 { _, c := h.threads.BranchStats(); return float64(c) }),
+		branchesBuilt(ns, "folded", func() uint64 { f, _ := h.threads.BranchStats(); return f }),
+		branchesBuilt(ns, "compacted", func() uint64 { _, c := h.threads.BranchStats(); return c }),
 	)
 	return m
+}
+
+// branchesBuilt is one series of checkpoint_branches_total (thread.Service.BranchStats).
+func branchesBuilt(ns, how string, count func() uint64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "checkpoint_branches_total",
+		Help:        "Branches built for runs' checkpoints: how=folded fed the run to the fold kept with its parent's branch (costs the run), how=compacted compacted the whole branch.",
+		ConstLabels: prometheus.Labels{"how": how}},
+		func() float64 { return float64(count()) })
 }
 
 func (m *metrics) eventIn(typ string, n int) {

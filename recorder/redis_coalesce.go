@@ -31,10 +31,11 @@ const (
 //
 // A call made while nothing is queued or in flight (the usual case below a burst: one run
 // start at a time) is sent by its caller, alone, under its own context, when that context has
-// a deadline and the client bounds a command by it (bounded: redis.Options.ContextTimeoutEnabled,
-// as the store's own options set it; the client does not stop a read when a context is merely
-// cancelled). The caller then waits no longer than its context allows either, and the run start skips handing its call to a new goroutine and its answer back (a
-// tenth to a fifth of a lone run creation's 0.4-0.5 ms on a 2-core machine).
+// a deadline and the client bounds a command by it (bounded:
+// redis.Options.ContextTimeoutEnabled, as the store's own options set it; the client does not
+// stop a read when a context is merely cancelled). The caller then waits no longer than its
+// context allows either, and the run start skips handing its call to a new goroutine and its
+// answer back (a tenth to a fifth of a lone run creation's 0.4-0.5 ms on a 2-core machine).
 type coalescer struct {
 	c       redis.UniversalClient
 	bounded bool // c bounds a command's I/O by its context's deadline: a lone call is sent inline
@@ -88,19 +89,22 @@ func (c *coalescer) do(ctx context.Context, queue func(p redis.Pipeliner)) (answ
 }
 
 // sendInline sends call, alone, from its caller's goroutine, under its context (c.mu is held
-// on entry, and released). It counts as a sender meanwhile, so calls made meanwhile queue
-// behind it as behind any sender; when it is done and some wait with no sender left, it
-// starts one.
+// on entry, and released). It counts as a sender meanwhile. It never drains the queue, and
+// needs not: it is the only sender when it starts, so a call queued meanwhile found fewer than
+// coalesceSenders and started a sender goroutine, or found sender goroutines running, which
+// take it before they end.
 func (c *coalescer) sendInline(call *pipeCall) (answered bool, err error) {
 	c.senders++
 	c.mu.Unlock()
-	if err := call.ctx.Err(); err != nil {
-		c.sent()
-		return false, err
+	if err := call.ctx.Err(); err == nil {
+		c.sendBatch(call.ctx, []*pipeCall{call})
+	} else {
+		call.done <- pipeResult{err: err}
 	}
-	c.sendBatch(call.ctx, []*pipeCall{call})
-	c.sent()
-	res := <-call.done // (buffered: sendBatch answered it)
+	c.mu.Lock()
+	c.senders--
+	c.mu.Unlock()
+	res := <-call.done // (buffered: answered above)
 	if res.err != nil && expired(call.ctx) {
 		// The deadline cut the round trip (the client's I/O deadline is the context's): the
 		// caller is told so as do tells a caller whose context ended first.
@@ -118,20 +122,6 @@ func expired(ctx context.Context) bool {
 	}
 	dl, ok := ctx.Deadline()
 	return ok && !time.Now().Before(dl)
-}
-
-// sent releases an inline sender's slot and starts a sender for the calls queued meanwhile.
-func (c *coalescer) sent() {
-	c.mu.Lock()
-	c.senders--
-	start := len(c.queue) > 0 && c.senders < coalesceSenders
-	if start {
-		c.senders++
-	}
-	c.mu.Unlock()
-	if start {
-		go c.send()
-	}
 }
 
 // send sends queued calls, coalesceMaxCalls per pipeline, until the queue is empty. A call

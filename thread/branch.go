@@ -219,24 +219,26 @@ func (s *Service) readBranch(ctx context.Context, threadID, runID string, store 
 			id = ended.run.ParentRunID
 			continue
 		}
-		if ended != nil && len(chain) == 1 && ended.run.ParentEpoch != "" {
-			// The parent as the ended run's creation found it (StartRun): its branch, built
-			// here a moment ago, is known by that epoch without reading the parent back.
-			if b := s.recent.get(threadID, id, ended.run.ParentEpoch); b != nil {
-				base = b
-				break
-			}
-		}
 		if id != runID && s.recent.has(threadID, id) {
 			// An ancestor built here a moment ago (usually the parent of the run that just
-			// ended): one small read to check it is the same run, instead of its segment.
-			// (The run asked for itself is always read from its checkpoint: a damaged one is
-			// then noticed and stored again.)
-			r, err := s.store.Run(ctx, threadID, id)
-			if err != nil {
-				return nil, fmt.Errorf("reading run %q: %w", id, err)
+			// ended), known to be the same run by its epoch: the one the ended run's creation
+			// answered for its parent (Run.ParentEpoch, no read), else one small read instead
+			// of its segment. (The run asked for itself is always read from its checkpoint: a
+			// damaged one is then noticed and stored again.)
+			var b *loadedBranch
+			if ended != nil && len(chain) == 1 && ended.run.ParentEpoch != "" {
+				b = s.recent.get(threadID, id, ended.run.ParentEpoch)
 			}
-			if b := s.recent.get(threadID, id, r.Epoch); b != nil && r.Status != recorder.StatusRunning {
+			if b == nil {
+				r, err := s.store.Run(ctx, threadID, id)
+				if err != nil {
+					return nil, fmt.Errorf("reading run %q: %w", id, err)
+				}
+				if r.Status != recorder.StatusRunning {
+					b = s.recent.get(threadID, id, r.Epoch)
+				}
+			}
+			if b != nil {
 				base = b
 				break
 			}

@@ -783,7 +783,7 @@ func TestBranchInputFromMemory(t *testing.T) {
 	if got := ids(fast); !slices.Equal(got, []string{"u-m1", "m1"}) {
 		t.Fatalf("BranchInput(r1) messages %v, want [u-m1 m1]", got)
 	}
-	if !slices.EqualFunc(ids(input(s, "r1", "", 1, 1)), ids(fast), func(a, b string) bool { return a == b }) {
+	if !slices.Equal(ids(input(s, "r1", "", 1, 1)), ids(fast)) {
 		t.Fatal("BranchInput(r1) without the epoch answers another branch")
 	}
 	// r2's events read back at its end: its own record is not read then, so its branch's

@@ -221,6 +221,61 @@ func TestLiveAttacherDoesNotWaitForStore(t *testing.T) {
 	})
 }
 
+// TestClientNotHeldByFullRecorder: in async durability the pump writes an event to its clients
+// before it hands it to the recorder, so a full recorder buffer (Redis frozen by SIGSTOP, a
+// buffer of one event) slows the run without holding back the event the pump has read: the
+// client has it while the pump waits for room. Nothing is dropped: once Redis is back the run
+// goes on and every event is stored.
+func TestClientNotHeldByFullRecorder(t *testing.T) {
+	srv := redistest.Start(t)
+	store := newRedisStore(t, srv)
+	agent := startStepAgent(t)
+	_, px := startProxy(t, agent.URL, Config{Store: store, RecorderBuffer: 1, RecorderFullWait: 10 * time.Minute, RecorderLinger: -1})
+	res := runtest.PostRun(t, t.Context(), px.URL, runtest.RunBody("t-full", "r-full", "chat"), nil)
+	defer res.Body.Close()
+	rd := newSeqReader(t, res)
+	last := rd.until(2, 0) // RUN_STARTED, TEXT_MESSAGE_START
+	agent.emit <- "a"
+	last = rd.until(3, last)
+	redistest.WaitFor(t, 30*time.Second, "events 1-3 to be stored", func() bool {
+		return len(storedEvents(t, store, "t-full", "r-full")) == 3
+	})
+
+	srv.Stop()
+	stopped := true
+	defer func() {
+		if stopped {
+			srv.Continue()
+		}
+	}()
+	agent.emit <- "b" // seq 4: the buffer's one event, its write stuck on the frozen Redis
+	agent.emit <- "c" // seq 5: the buffer is full; the pump waits for room once it wrote it
+	got := make(chan int64, 1)
+	go func() { got <- rd.until(5, last) }()
+	select {
+	case last = <-got:
+	case <-time.After(30 * time.Second): // a liveness bound, far above any delivery time
+		srv.Continue()
+		stopped = false
+		t.Fatal("the client did not get the event the pump read while the recorder's buffer was full")
+	}
+	srv.Continue()
+	stopped = false
+
+	close(agent.emit)
+	rest, err := rd.toEnd()
+	if err != nil {
+		t.Fatalf("after seq %d: %v", last, err)
+	}
+	if want := "[6 7]"; fmt.Sprint(rest) != want {
+		t.Errorf("client read %v after seq 5, want %s", rest, want)
+	}
+	r := runtest.WaitRunEnded(t, store, "t-full", "r-full")
+	if evs := storedEvents(t, store, "t-full", "r-full"); r.LastSeq != 7 || len(evs) != 7 || len(r.Gaps) != 0 {
+		t.Errorf("stored run %+v with %d events, want 7 events and no gap", r, len(evs))
+	}
+}
+
 // redisCommands returns the commands the Redis server processed so far (INFO stats).
 func redisCommands(t testing.TB, srv *redistest.Server) int64 {
 	t.Helper()

@@ -278,10 +278,21 @@ func (r *run) pump(body io.ReadCloser) {
 		}
 		r.seq++
 		out := f.AppendWithID(make([]byte, 0, len(f.Raw)+len(r.meta.RunID)+32), r.cursor())
+		terminal := agui.IsTerminal(typ) && r.terminal == ""
+		if !terminal && r.recordsLater() {
+			// The clients first, then the recorder (which never fails here): a client that
+			// keeps up is written before the recorder's bookkeeping and the wake-up of its
+			// writer. More: the next frame is already read, so a client's connection gets
+			// both in one write (an agent faster than one write per event is read in large
+			// pieces).
+			r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out, More: rd.FrameBuffered()})
+			r.record(typ, f.Data, out)
+			continue
+		}
 		if err = r.record(typ, f.Data, out); err != nil {
 			break
 		}
-		if agui.IsTerminal(typ) && r.terminal == "" {
+		if terminal {
 			r.terminal = typ
 			r.status = recorder.StatusFinished
 			if typ == agui.RunError {
@@ -292,8 +303,6 @@ func (r *run) pump(body io.ReadCloser) {
 			r.hub.End() // the clients' streams end with the terminal event
 			continue
 		}
-		// More: the next frame is already read, so a client's connection gets both in one
-		// write (an agent faster than one write per event is read in large pieces).
 		r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out, More: rd.FrameBuffered()})
 	}
 	r.end(err)
@@ -451,6 +460,14 @@ func (r *run) settle() {
 func (r *run) cursor() string {
 	r.idBuf = recorder.AppendCursor(r.idBuf[:0], r.meta.RunID, r.meta.Epoch, r.seq)
 	return unsafe.String(unsafe.SliceData(r.idBuf), len(r.idBuf))
+}
+
+// recordsLater reports whether an event may be published before it is handed to the
+// recorder: without recording, and in async durability, where record returns no error and
+// clients are never promised that what they read is stored (sync durability publishes an
+// event only once it is).
+func (r *run) recordsLater() bool {
+	return r.h.cfg.DisableRecording || r.h.cfg.Durability != recorder.DurabilitySync || r.final
 }
 
 // record hands the event (its frame as recorded; data is its JSON, for the run's kept events)

@@ -383,6 +383,10 @@ func (r *run) emitData(typ string, data []byte) error {
 	if err != nil { // ids are validated before a run exists; this would be a bug
 		return fmt.Errorf("encoding event %d: %w", r.seq, err)
 	}
+	if typ != r.terminal && r.recordsLater() { // as in pump: the clients first
+		r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
+		return r.record(typ, data, out)
+	}
 	if err := r.record(typ, data, out); err != nil {
 		return err
 	}

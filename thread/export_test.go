@@ -3,6 +3,9 @@ package thread
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/hydrate"
 )
 
 // KeepEveryFold has the service keep the fold of every branch it builds, however small, for
@@ -66,4 +69,13 @@ func RecordSegment(data []byte) string {
 		panic(err)
 	}
 	return rec.Seg
+}
+
+// HydrationInputs returns what hydration adds to a request for a branch's compacted events,
+// both ways: read from its snapshots (ok false when the branch has not that shape) and
+// replayed.
+func HydrationInputs(events []compact.Event) (fast hydrate.Branch, ok bool, replayed hydrate.Branch, err error) {
+	fast, ok = snapshotInput(events)
+	replayed, _, err = replayedInput("", events)
+	return fast, ok, replayed, err
 }

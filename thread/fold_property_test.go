@@ -9,6 +9,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/compact/compacttest"
+	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/thread"
 )
 
@@ -26,6 +27,13 @@ func TestBranchFoldProperty(t *testing.T) {
 	if testing.Short() {
 		n = 40
 	}
+	fastShapes, total := 0, 0 // branches hydration reads from their snapshots, branches
+	defer func() {
+		t.Logf("fast shapes: %d of %d", fastShapes, total)
+		if !t.Failed() && fastShapes == 0 {
+			t.Error("no branch had the shape hydration reads from its snapshots")
+		}
+	}()
 	for seed := range uint64(n) {
 		events := compacttest.Generate(seed, 40+int(seed%160), false)
 		rng := rand.New(rand.NewPCG(seed, 0xb7a9))
@@ -68,6 +76,7 @@ func TestBranchFoldProperty(t *testing.T) {
 			lineage[runID] = append(append([]compact.Event(nil), lineage[parent]...), run...)
 			whole[runID] = whole[parent] && svc == s && (k == 0 || parent == ids[k-1])
 
+			total++
 			got, err := s.Branch(t.Context(), "t", runID)
 			if err != nil {
 				t.Fatalf("seed %d, %s: Branch = %v", seed, runID, err)
@@ -81,6 +90,15 @@ func TestBranchFoldProperty(t *testing.T) {
 						seed, runID, parent, gm, gs, gerr, wm, ws, werr)
 				}
 			}
+			// Hydration reads an ended branch's snapshots instead of replaying it: the same
+			// messages (each value byte for byte) and state.
+			if fast, ok, replayed, err := thread.HydrationInputs(got); ok {
+				fastShapes++
+				if err != nil || !sameInput(fast, replayed) {
+					t.Fatalf("seed %d, %s: hydration reads the branch's snapshots as\n%s\n%s\nits replay gives\n%s\n%s (%v)",
+						seed, runID, fast.Messages, fast.State, replayed.Messages, replayed.State, err)
+				}
+			}
 			if whole[runID] {
 				want, _, err := compact.Readable(raw, compact.Options{})
 				if err != nil {
@@ -92,6 +110,20 @@ func TestBranchFoldProperty(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sameInput reports whether two hydration inputs hold the same messages, each byte for byte,
+// and the same state.
+func sameInput(a, b hydrate.Branch) bool {
+	if len(a.Messages) != len(b.Messages) || !bytes.Equal(a.State, b.State) {
+		return false
+	}
+	for i := range a.Messages {
+		if !bytes.Equal(a.Messages[i], b.Messages[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func replayBrowser(events []compact.Event) ([]byte, []byte, error) {

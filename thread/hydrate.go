@@ -1,11 +1,13 @@
 package thread
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 
+	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
@@ -87,6 +89,64 @@ func (s *Service) BranchInput(ctx context.Context, threadID, runID, epoch string
 
 // branchInput replays a branch's compacted events into what hydration adds to a request.
 func branchInput(runID string, events []compact.Event) (hydrate.Branch, bool, error) {
+	if b, ok := snapshotInput(events); ok {
+		return b, true, nil
+	}
+	return replayedInput(runID, events)
+}
+
+// stateSnapshotPrefix is how a STATE_SNAPSHOT of Compact's starts, up to its state.
+const stateSnapshotPrefix = `{"type":"STATE_SNAPSHOT","snapshot":`
+
+// snapshotInput is branchInput without a replay, for the shape Compact gives an ended
+// branch: its last MESSAGES_SNAPSHOT, as Compact renders it, followed only by events that
+// change no message (quietAfterSnapshot), so a client holds that snapshot's messages; and its
+// state the last STATE_SNAPSHOT's (Compact renders it as Replay does), with no STATE_DELTA
+// after it, or no state event at all (the state {}). ok is false for any other branch, which
+// is then replayed. A replay parses every message of the branch at every run start of a
+// hydrated thread; this reads the two snapshots as they are (TestBranchFoldProperty checks
+// that both answer the same).
+func snapshotInput(events []compact.Event) (b hydrate.Branch, ok bool) {
+	snap, lastState, delta := -1, -1, false
+	for i, e := range events {
+		switch e.Type {
+		case agui.MessagesSnapshot:
+			snap = i
+		case agui.StateSnapshot:
+			lastState, delta = i, false
+		case agui.StateDelta:
+			delta = true
+		}
+	}
+	if snap < 0 || delta {
+		return hydrate.Branch{}, false
+	}
+	for _, e := range events[snap+1:] {
+		if !quietAfterSnapshot[e.Type] {
+			return hydrate.Branch{}, false
+		}
+	}
+	raw := events[snap].Raw
+	if !bytes.HasPrefix(raw, []byte(snapshotPrefix)) || !bytes.HasSuffix(raw, []byte("]}")) {
+		return hydrate.Branch{}, false
+	}
+	list, ok := splitArray(raw[len(snapshotPrefix)-1 : len(raw)-1])
+	if !ok || !trimmed(list) {
+		return hydrate.Branch{}, false
+	}
+	state := json.RawMessage(`{}`)
+	if lastState >= 0 {
+		st := events[lastState].Raw
+		if !bytes.HasPrefix(st, []byte(stateSnapshotPrefix)) || !bytes.HasSuffix(st, []byte("}")) {
+			return hydrate.Branch{}, false
+		}
+		state = st[len(stateSnapshotPrefix) : len(st)-1]
+	}
+	return hydrate.Branch{Messages: list, State: state}, true
+}
+
+// replayedInput is branchInput by a replay of the branch's events, for any branch.
+func replayedInput(runID string, events []compact.Event) (hydrate.Branch, bool, error) {
 	messages, state, err := compact.Replay(events)
 	if err != nil {
 		return hydrate.Branch{}, false, fmt.Errorf("%w: replaying the branch through run %q: %v", problem.ErrHistoryIncomplete, runID, err)

@@ -87,7 +87,7 @@ func FuzzDecodeRunInput(f *testing.F) {
 	})
 }
 
-// FuzzMessageID checks the scanning MessageID against encoding/json's answer.
+// FuzzMessageID checks the scanning MessageID and MessageIDRole against encoding/json's answer.
 func FuzzMessageID(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"m1","role":"user","content":"x"}`,
@@ -95,6 +95,8 @@ func FuzzMessageID(f *testing.F) {
 		`{"id":"a","id":null}`, `{"id":null,"id":"a"}`, `{"id":1}`, `{"id":{"id":"x"}}`,
 		`{"content":{"id":"inner"},"x":[{"id":"y"}],"n":-1.5e3,"t":true}`,
 		`{"\u0069d":"escaped key"}`, `{"id":"esc\"aped\u00e9"}`, `{"id":"caf\u00e9"}`, "{\"id\":\"caf\xc3\xa9\"}",
+		`{"id":"a","role":"activity","content":{"role":"user"}}`, `{"role":"\u0061ctivity","id":"x"}`,
+		`{"Role":"activity","id":"x"}`, `{"role":"user","role":"activity"}`, `{"role":7,"id":"x"}`, "{\"role\":\"r\xff\"}",
 		` { "id" : "spaced" , "b" : [ 1 , 2 ] } `, `{}`, `[]`, `"id"`, `{"ID":"x"}`, `{"id":"x"`, `{"a":"}","id":"q"}`,
 		"{\"id\":\"bad\xff\"}",
 	} {
@@ -107,6 +109,13 @@ func FuzzMessageID(f *testing.F) {
 		}
 		if got := MessageID(msg); got != want {
 			t.Fatalf("MessageID(%q) = %q, encoding/json says %q", msg, got, want)
+		}
+		wantRole := ""
+		if json.Valid(msg) {
+			wantRole = messageRoleSlow(msg)
+		}
+		if id, role := MessageIDRole(msg); id != want || role != wantRole {
+			t.Fatalf("MessageIDRole(%q) = %q, %q; encoding/json says %q, %q", msg, id, role, want, wantRole)
 		}
 	})
 }

@@ -219,7 +219,7 @@ func messageArray(raw json.RawMessage) ([]json.RawMessage, []string, error) {
 		if raw[i] != '{' {
 			return nil, nil, fmt.Errorf("%w: %s[%d] is not an object", ErrInvalidRunInput, "messages", len(elems))
 		}
-		end, id, ok := scanMessage(raw, i)
+		end, id, _, ok := scanMessage(raw, i, false)
 		if !ok {
 			end = skipValue(raw, i)
 			id = messageIDSlow(raw[i:end])
@@ -290,56 +290,87 @@ func validMessageID(msg []byte) string {
 	if i >= len(msg) || msg[i] != '{' {
 		return ""
 	}
-	if _, id, ok := scanMessage(msg, i); ok {
+	if _, id, _, ok := scanMessage(msg, i, false); ok {
 		return id
 	}
 	return messageIDSlow(msg)
 }
 
+// MessageIDRole returns the "id" and "role" members of a message object, each as MessageID
+// reads "id" ("" when the member is missing or not a string, or msg is not a JSON object;
+// exact keys, the last of repeated members counts): one validation and one scan of its
+// top-level members, where reading each apart scans the message twice more.
+func MessageIDRole(msg json.RawMessage) (id, role string) {
+	if !Valid(msg) {
+		return "", ""
+	}
+	i := skipSpace(msg, 0)
+	if i >= len(msg) || msg[i] != '{' {
+		return "", ""
+	}
+	if _, id, role, ok := scanMessage(msg, i, true); ok {
+		return id, role
+	}
+	return messageIDSlow(msg), messageRoleSlow(msg)
+}
+
 // scanMessage walks the object that starts at data[i] (valid JSON) member by member and
-// returns where it ends and its id as validMessageID answers; ok is false, with nothing
-// else, when the answer is messageIDSlow's (an escaped key, an id holding an escape or a
-// non-ASCII byte).
-func scanMessage(data []byte, i int) (end int, id string, ok bool) {
-	var idRaw []byte // the last "id" member's value
+// returns where it ends and its id as validMessageID answers, and with withRole its role the
+// same way; ok is false, with nothing else, when the answer is the slow one's (an escaped
+// key, an id or role holding an escape or a non-ASCII byte).
+func scanMessage(data []byte, i int, withRole bool) (end int, id, role string, ok bool) {
+	var idRaw, roleRaw []byte // the last "id" and "role" members' values
 	for i++; ; {
 		i = skipSpace(data, i)
 		if i >= len(data) {
-			return 0, "", false
+			return 0, "", "", false
 		}
 		switch data[i] {
 		case '}':
-			if len(idRaw) < 2 || idRaw[0] != '"' {
-				return i + 1, "", true // none, null, or not a string
-			}
-			return i + 1, string(idRaw[1 : len(idRaw)-1]), true
+			return i + 1, stringValue(idRaw), stringValue(roleRaw), true
 		case ',':
 			i = skipSpace(data, i+1)
 		}
 		if i >= len(data) || data[i] != '"' {
-			return 0, "", false
+			return 0, "", "", false
 		}
 		end := skipString(data, i)
 		key := data[i+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			return 0, "", false // an escaped key may spell "id"
+			return 0, "", "", false // an escaped key may spell "id" or "role"
 		}
 		i = skipSpace(data, end)
 		if i >= len(data) || data[i] != ':' {
-			return 0, "", false
+			return 0, "", "", false
 		}
 		i = skipSpace(data, i+1)
 		start := i
 		i = skipValue(data, i)
-		if string(key) == "id" {
-			idRaw = data[start:i]
-			for _, c := range idRaw {
-				if c == '\\' || c >= utf8.RuneSelf {
-					return 0, "", false // unescaping (or U+FFFD for bad bytes) is Unmarshal's
-				}
+		var raw *[]byte
+		switch {
+		case string(key) == "id":
+			raw = &idRaw
+		case withRole && string(key) == "role":
+			raw = &roleRaw
+		default:
+			continue
+		}
+		*raw = data[start:i]
+		for _, c := range *raw {
+			if c == '\\' || c >= utf8.RuneSelf {
+				return 0, "", "", false // unescaping (or U+FFFD for bad bytes) is Unmarshal's
 			}
 		}
 	}
+}
+
+// stringValue returns the text of a raw JSON string without escapes, "" for any other value
+// (none, null, not a string).
+func stringValue(raw []byte) string {
+	if len(raw) < 2 || raw[0] != '"' {
+		return ""
+	}
+	return string(raw[1 : len(raw)-1])
 }
 
 // messageIDSlow is MessageID by encoding/json: the reference the scan must agree with.
@@ -354,6 +385,19 @@ func messageIDSlow(msg []byte) string {
 		return ""
 	}
 	return id
+}
+
+// messageRoleSlow is messageIDSlow for "role".
+func messageRoleSlow(msg []byte) string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(msg, &members) != nil {
+		return ""
+	}
+	var role string
+	if json.Unmarshal(members["role"], &role) != nil {
+		return ""
+	}
+	return role
 }
 
 // jsonErr turns a decoder error into a short message without Go type names.

@@ -96,27 +96,26 @@ func Apply(mode Mode, in *agui.RunInput, b Branch) (Result, error) {
 	// What the agent streamed is stored as it came; a request body must be valid UTF-8 (the
 	// proxy refuses others), so invalid bytes from the store become U+FFFD.
 	b.State = validUTF8(b.State)
+	// Each message's id and role are read in one scan (a branch of 2,000 messages is 2,000
+	// scans, not 6,000); the request's ids were read by agui.DecodeRunInput.
 	sendable := make([]json.RawMessage, 0, len(b.Messages))
+	bids := make([]string, 0, len(b.Messages))
+	branchIDs := make(map[string]int, len(b.Messages))
 	for i, m := range b.Messages {
 		if len(m) == 0 || m[0] != '{' {
 			return res, fmt.Errorf("hydrate: branch message %d is not a JSON object", i)
 		}
-		if isActivity(m) {
+		m = validUTF8(m)
+		id, role := agui.MessageIDRole(m)
+		if role == activityRole {
 			continue // clients never send activity messages (see the package documentation)
 		}
-		sendable = append(sendable, validUTF8(m))
+		if id != "" {
+			branchIDs[id] = len(sendable)
+		}
+		sendable, bids = append(sendable, m), append(bids, id)
 	}
 	b.Messages = sendable
-	// Each message's id is read once (a branch of 2,000 messages is 2,000 scans, not 6,000);
-	// the request's were read by agui.DecodeRunInput.
-	bids := make([]string, len(b.Messages))
-	branchIDs := make(map[string]int, len(b.Messages))
-	for i, m := range b.Messages {
-		if id := agui.MessageID(m); id != "" {
-			bids[i] = id
-			branchIDs[id] = i
-		}
-	}
 	reqIDs := in.IDs()
 	reqByID := make(map[string]json.RawMessage, len(in.Messages))
 	var fresh []json.RawMessage
@@ -174,26 +173,28 @@ func hasState(raw json.RawMessage) bool {
 	return true
 }
 
-// isActivity reports whether a message has the role "activity". A message that spells
-// "activity" nowhere, not even with an escape (\u), has not: most messages of a long branch
-// are answered without decoding them.
-func isActivity(m json.RawMessage) bool {
-	if !bytes.Contains(m, []byte("activity")) && !bytes.Contains(m, []byte(`\u`)) {
-		return false
-	}
-	var v struct {
-		Role string `json:"role"`
-	}
-	return json.Unmarshal(m, &v) == nil && v.Role == "activity"
-}
+// activityRole is the role of the activity messages, which clients never send.
+const activityRole = "activity"
 
-// validUTF8 replaces invalid UTF-8 in raw JSON by U+FFFD (JSON allows such bytes only inside
-// strings, where the replacement keeps the document valid).
+// validUTF8 replaces each invalid byte of raw JSON by U+FFFD (JSON allows such bytes only
+// inside strings, where the replacement keeps the document valid): one per byte, as
+// encoding/json decodes them, so a message's id reads the same before and after (a run of
+// bad bytes made one U+FFFD, and an id the client's copy no longer matched).
 func validUTF8(raw json.RawMessage) json.RawMessage {
 	if utf8.Valid(raw) {
 		return raw
 	}
-	return json.RawMessage(bytes.ToValidUTF8(raw, []byte("\uFFFD")))
+	out := make(json.RawMessage, 0, len(raw)+16)
+	for i := 0; i < len(raw); {
+		r, n := utf8.DecodeRune(raw[i:])
+		if r == utf8.RuneError && n == 1 {
+			out = append(out, "\uFFFD"...)
+		} else {
+			out = append(out, raw[i:i+n]...)
+		}
+		i += n
+	}
+	return out
 }
 
 // sameValues reports whether two lists hold the same raw values, byte for byte.

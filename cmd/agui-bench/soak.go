@@ -24,12 +24,14 @@ import (
 
 // fanout is what the attachers of fan-out mode saw.
 type fanout struct {
-	PerRun    int            `json:"attachers_per_run"`
-	Attachers int            `json:"attachers"`
-	Completed int            `json:"completed"`
-	Events    int64          `json:"events"`
-	Latency   summary        `json:"latency"`
-	Errors    map[string]int `json:"errors"`
+	PerRun    int   `json:"attachers_per_run"`
+	Attachers int   `json:"attachers"`
+	Completed int   `json:"completed"`
+	Events    int64 `json:"events"`
+	// Latency is over the events sent after each attacher opened its stream (delivered live);
+	// those sent before reach it from the store's history, and are not counted.
+	Latency summary        `json:"latency"`
+	Errors  map[string]int `json:"errors"`
 	// AttachPID is the process the attachers' memory and CPU were measured on (0: -pid's).
 	AttachPID int `json:"attach_pid,omitempty"`
 	// RSSBeforeBytes is the target's VmRSS once every run had started, before the first
@@ -87,6 +89,7 @@ func attachOne(ctx context.Context, client *http.Client, base, prefix, threadID,
 	var st attachStats
 	var once sync.Once
 	defer once.Do(attached)
+	opened := time.Now().UnixNano()
 	res, r, errText := openEvents(ctx, client, base+prefix+"threads/"+url.PathEscape(threadID)+"/runs/"+url.PathEscape(runID)+"/events", opts)
 	if errText != "" {
 		st.err = errText
@@ -109,7 +112,9 @@ func attachOne(ctx context.Context, client *http.Client, base, prefix, threadID,
 		}
 		once.Do(attached)
 		st.events++
-		if ns, ok := sentNs(f.Data); ok {
+		// Live delivery only: an event sent before the attacher asked for the stream is
+		// history it is sent again (its latency would be the attacher's arrival time).
+		if ns, ok := sentNs(f.Data); ok && ns >= opened {
 			st.latencies = append(st.latencies, now.UnixNano()-ns)
 		}
 		switch typ, _ := agui.EventType(f.Data); typ {

@@ -72,20 +72,60 @@ func (s *Subscriber) ServeConn(conn net.Conn, done func(kept net.Conn)) {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.d = d
 	if s.o.Heartbeat > 0 {
 		d.clock = clockFor(s.o.Heartbeat)
 		d.clock.schedule(s, s.o.Heartbeat)
 	}
+	failed := false
 	switch {
 	case s.closed:
 		s.closeConn()
 	case len(s.queue) > 0: // published before the connection was handed over
-		s.startDrain()
+		failed = !s.writeQueued()
 	case s.ended || s.err != nil:
 		s.endConn()
 	}
+	s.mu.Unlock()
+	if failed {
+		s.h.remove(s)
+	}
+}
+
+// writeQueued writes what was published before the connection was handed over (usually
+// RUN_STARTED, read while the handler was sending the headers) as one chunk without
+// blocking, like a publish to a client that keeps up, and ends the stream when the hub
+// already ended; what the socket does not take goes to a drain, as does a queue larger than
+// a cork. It reports false when the write failed (the caller removes the subscriber from its
+// hub once s.mu is released). s.mu is held.
+func (s *Subscriber) writeQueued() bool {
+	d := s.d
+	size := 0
+	for _, ev := range s.queue {
+		size += len(ev.Frame)
+	}
+	if d.nowait == nil || d.cork != nil || size > corkBytes {
+		s.startDrain()
+		return true
+	}
+	last := len(s.queue) - 1
+	if last > 0 {
+		d.cork = corkBuffers.Get().(*[]byte)
+		for _, ev := range s.queue[:last] {
+			*d.cork = append(*d.cork, ev.Frame...)
+			d.corkEvents++
+		}
+	}
+	frame := s.queue[last].Frame
+	clear(s.queue)
+	s.queue, s.queued = s.queue[:0], 0
+	if !s.writeChunk(frame, true) {
+		return false
+	}
+	if !d.draining && (s.ended || s.err != nil) {
+		s.endConn()
+	}
+	return true
 }
 
 // pushDirect writes ev when nothing is queued or being written; s.mu is held. It reports

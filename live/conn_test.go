@@ -148,6 +148,30 @@ func testServeConnWritesChunks(t *testing.T, small, withDone bool) {
 	}
 }
 
+// TestServeConnWritesQueuedAtOnce: what was published before the connection was handed over
+// (a short run: the hub even ended) is written by ServeConn itself, with the writes that never
+// block, not by a drain goroutine: the stream is complete when ServeConn returns.
+func TestServeConnWritesQueuedAtOnce(t *testing.T) {
+	server, client := tcpPair(t, false)
+	h := NewHub(0)
+	sub, _ := h.Subscribe(0, Options{QueueBytes: 1 << 20})
+	want := publishAll(h, frames(3, 300))
+	kept := make(chan net.Conn, 1)
+	sub.ServeConn(server, func(c net.Conn) { kept <- c })
+	select {
+	case c := <-kept:
+		if c != server {
+			t.Fatalf("done got %v, want the connection", c)
+		}
+	default:
+		t.Fatal("ServeConn returned before the stream was complete: a drain goroutine writes it")
+	}
+	got, err := readChunked(client)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("client got %d bytes (%v), want the %d bytes published", len(got), err, len(want))
+	}
+}
+
 // TestServeConnSlowClient: a client that does not read fills the socket, then its queue; it
 // is dropped (its connection closed without the last chunk) and the publisher never waited.
 func TestServeConnSlowClient(t *testing.T) {

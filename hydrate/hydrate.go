@@ -133,7 +133,8 @@ func Apply(mode Mode, in *agui.RunInput, b Branch) (Result, error) {
 			missing++
 		}
 	}
-	var messages, state json.RawMessage
+	var messages []json.RawMessage // nil: the request's stay
+	var state json.RawMessage
 	if mode == ModeAlways || missing > 0 {
 		list := make([]json.RawMessage, 0, len(b.Messages)+len(fresh))
 		for i, m := range b.Messages {
@@ -144,7 +145,7 @@ func Apply(mode Mode, in *agui.RunInput, b Branch) (Result, error) {
 		}
 		list = append(list, fresh...)
 		if missing > 0 || !sameValues(list, in.Messages) {
-			messages = joinArray(list)
+			messages = list
 			res.Messages, res.Restored = true, missing
 		}
 	}
@@ -210,53 +211,56 @@ func sameValues(a, b []json.RawMessage) bool {
 	return true
 }
 
-// joinArray encodes raw JSON values as one array.
-func joinArray(items []json.RawMessage) json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, it := range items {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(it)
+// rewrite re-encodes in's top-level object with "messages" (the array of messages, when not
+// nil) and/or "state" replaced (appended when absent), every other member's value byte for
+// byte and in its original order. The body is sized once and the messages written straight
+// into it: on a long thread they are most of it.
+func rewrite(in *agui.RunInput, messages []json.RawMessage, state json.RawMessage) []byte {
+	size := len(in.Body) + len(state) + len(`,"messages":[],"state":`) + len(messages)
+	for _, m := range messages {
+		size += len(m)
 	}
-	b.WriteByte(']')
-	return b.Bytes()
-}
-
-// rewrite re-encodes in's top-level object with "messages" and/or "state" replaced (appended
-// when absent), every other member's value byte for byte and in its original order.
-func rewrite(in *agui.RunInput, messages, state json.RawMessage) []byte {
-	var b bytes.Buffer
-	b.Grow(len(in.Body) + len(messages) + len(state))
-	b.WriteByte('{')
+	b := make([]byte, 0, size)
+	b = append(b, '{')
 	n := 0
-	member := func(k string, v json.RawMessage) {
+	key := func(k string) {
 		if n > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		n++
 		kb, _ := json.Marshal(k)
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(v)
+		b = append(append(b, kb...), ':')
+	}
+	list := func() {
+		b = append(b, '[')
+		for i, m := range messages {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, m...)
+		}
+		b = append(b, ']')
 	}
 	for _, k := range in.Keys {
-		v := in.Fields[k]
+		key(k)
 		switch {
 		case k == "messages" && messages != nil:
-			v, messages = messages, nil
+			list()
+			messages = nil
 		case k == "state" && state != nil:
-			v, state = state, nil
+			b = append(b, state...)
+			state = nil
+		default:
+			b = append(b, in.Fields[k]...)
 		}
-		member(k, v)
 	}
 	if messages != nil {
-		member("messages", messages)
+		key("messages")
+		list()
 	}
 	if state != nil {
-		member("state", state)
+		key("state")
+		b = append(b, state...)
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return append(b, '}')
 }

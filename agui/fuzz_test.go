@@ -87,7 +87,8 @@ func FuzzDecodeRunInput(f *testing.F) {
 	})
 }
 
-// FuzzMessageID checks the scanning MessageID and MessageIDRole against encoding/json's answer.
+// FuzzMessageID checks the scanning MessageID, MessageIDRole and (on valid JSON)
+// ValidMessageIDRole against encoding/json's answer.
 func FuzzMessageID(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"m1","role":"user","content":"x"}`,
@@ -116,6 +117,11 @@ func FuzzMessageID(f *testing.F) {
 		}
 		if id, role := MessageIDRole(msg); id != want || role != wantRole {
 			t.Fatalf("MessageIDRole(%q) = %q, %q; encoding/json says %q, %q", msg, id, role, want, wantRole)
+		}
+		if json.Valid(msg) {
+			if id, role := ValidMessageIDRole(msg); id != want || role != wantRole {
+				t.Fatalf("ValidMessageIDRole(%q) = %q, %q; encoding/json says %q, %q", msg, id, role, want, wantRole)
+			}
 		}
 	})
 }

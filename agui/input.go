@@ -314,6 +314,20 @@ func MessageIDRole(msg json.RawMessage) (id, role string) {
 	return messageIDSlow(msg), messageRoleSlow(msg)
 }
 
+// ValidMessageIDRole is MessageIDRole for msg known to be a valid JSON object (a message of a
+// branch the proxy compacted): the members are read without validating msg again, which is
+// most of MessageIDRole's work. On any other input its answer is unspecified.
+func ValidMessageIDRole(msg json.RawMessage) (id, role string) {
+	i := skipSpace(msg, 0)
+	if i >= len(msg) || msg[i] != '{' {
+		return "", ""
+	}
+	if _, id, role, ok := scanMessage(msg, i, true); ok {
+		return id, role
+	}
+	return messageIDSlow(msg), messageRoleSlow(msg)
+}
+
 // scanMessage walks the object that starts at data[i] (valid JSON) member by member and
 // returns where it ends and its id as validMessageID answers, and with withRole its role the
 // same way; ok is false, with nothing else, when the answer is the slow one's (an escaped

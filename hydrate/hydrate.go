@@ -69,6 +69,9 @@ type Branch struct {
 	Messages []json.RawMessage
 	// State is the branch's state document; nil or null when it has none.
 	State json.RawMessage
+	// Valid says each of Messages is known to be valid JSON (a branch the proxy compacted
+	// and replayed): their ids and roles are then read without validating them again.
+	Valid bool
 }
 
 // Result says what Apply did.
@@ -106,7 +109,12 @@ func Apply(mode Mode, in *agui.RunInput, b Branch) (Result, error) {
 			return res, fmt.Errorf("hydrate: branch message %d is not a JSON object", i)
 		}
 		m = validUTF8(m)
-		id, role := agui.MessageIDRole(m)
+		var id, role string
+		if b.Valid {
+			id, role = agui.ValidMessageIDRole(m)
+		} else {
+			id, role = agui.MessageIDRole(m)
+		}
 		if role == activityRole {
 			continue // clients never send activity messages (see the package documentation)
 		}

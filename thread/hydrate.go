@@ -142,7 +142,7 @@ func snapshotInput(events []compact.Event) (b hydrate.Branch, ok bool) {
 		}
 		state = st[len(stateSnapshotPrefix) : len(st)-1]
 	}
-	return hydrate.Branch{Messages: list, State: state}, true
+	return hydrate.Branch{Messages: list, State: state, Valid: true}, true
 }
 
 // replayedInput is branchInput by a replay of the branch's events, for any branch.
@@ -159,7 +159,7 @@ func replayedInput(runID string, events []compact.Event) (hydrate.Branch, bool, 
 			return hydrate.Branch{}, false, fmt.Errorf("replaying the branch through run %q: messages: %w", runID, err)
 		}
 	}
-	return hydrate.Branch{Messages: list, State: state}, true, nil
+	return hydrate.Branch{Messages: list, State: state, Valid: true}, true, nil
 }
 
 // trimmed reports whether no element of list starts or ends with JSON whitespace: splitArray's

@@ -1,7 +1,11 @@
 package thread
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/agui-proxy/agui-proxy/compact"
@@ -75,7 +79,15 @@ func RecordSegment(data []byte) string {
 // both ways: read from its snapshots (ok false when the branch has not that shape) and
 // replayed.
 func HydrationInputs(events []compact.Event) (fast hydrate.Branch, ok bool, replayed hydrate.Branch, err error) {
-	fast, ok = snapshotInput(events)
+	fast, ok = snapshotInput(events, nil)
 	replayed, _, err = replayedInput("", events)
+	if ok {
+		// The same from the messages split as a branch in memory holds them.
+		if msgs := flatten(events).Msgs; msgs != nil {
+			if b, ok2 := snapshotInput(events, msgs); !ok2 || !slices.EqualFunc(b.Messages, fast.Messages, func(x, y json.RawMessage) bool { return bytes.Equal(x, y) }) || !bytes.Equal(b.State, fast.State) {
+				return b, ok2, fast, errors.New("the split messages answer otherwise")
+			}
+		}
+	}
 	return fast, ok, replayed, err
 }

@@ -41,7 +41,7 @@ func (s *Service) BranchInput(ctx context.Context, threadID, runID, epoch string
 		}
 		if lb := s.recent.get(threadID, runID, epoch); lb != nil && lb.whole.Load() && r.Epoch == epoch &&
 			r.Status != recorder.StatusRunning && r.Complete(0) {
-			return branchInput(runID, slices.Clip(lb.events))
+			return branchInput(runID, slices.Clip(lb.events), lb.flat.Msgs)
 		}
 	}
 	runs, err := s.store.Runs(ctx, threadID)
@@ -84,12 +84,13 @@ func (s *Service) BranchInput(ctx context.Context, threadID, runID, epoch string
 	if rb := s.recent.get(threadID, runID, last.Epoch); rb != nil {
 		rb.whole.Store(true)
 	}
-	return branchInput(runID, slices.Clip(lb.events))
+	return branchInput(runID, slices.Clip(lb.events), lb.flat.Msgs)
 }
 
-// branchInput replays a branch's compacted events into what hydration adds to a request.
-func branchInput(runID string, events []compact.Event) (hydrate.Branch, bool, error) {
-	if b, ok := snapshotInput(events); ok {
+// branchInput replays a branch's compacted events into what hydration adds to a request;
+// msgs, when not nil, are the messages of its last MESSAGES_SNAPSHOT, split (flatBranch.Msgs).
+func branchInput(runID string, events []compact.Event, msgs []json.RawMessage) (hydrate.Branch, bool, error) {
+	if b, ok := snapshotInput(events, msgs); ok {
 		return b, true, nil
 	}
 	return replayedInput(runID, events)
@@ -98,7 +99,8 @@ func branchInput(runID string, events []compact.Event) (hydrate.Branch, bool, er
 // stateSnapshotPrefix is how a STATE_SNAPSHOT of Compact's starts, up to its state.
 const stateSnapshotPrefix = `{"type":"STATE_SNAPSHOT","snapshot":`
 
-// snapshotInput is branchInput without a replay, for the shape Compact gives an ended
+// snapshotInput is branchInput without a replay (msgs as branchInput's), for the shape
+// Compact gives an ended
 // branch: its last MESSAGES_SNAPSHOT, as Compact renders it, followed only by events that
 // change no message (quietAfterSnapshot), so a client holds that snapshot's messages; and its
 // state the last STATE_SNAPSHOT's (Compact renders it as Replay does), with no STATE_DELTA
@@ -106,7 +108,7 @@ const stateSnapshotPrefix = `{"type":"STATE_SNAPSHOT","snapshot":`
 // is then replayed. A replay parses every message of the branch at every run start of a
 // hydrated thread; this reads the two snapshots as they are (TestBranchFoldProperty checks
 // that both answer the same).
-func snapshotInput(events []compact.Event) (b hydrate.Branch, ok bool) {
+func snapshotInput(events []compact.Event, msgs []json.RawMessage) (b hydrate.Branch, ok bool) {
 	snap, lastState, delta := -1, -1, false
 	for i, e := range events {
 		switch e.Type {
@@ -126,13 +128,15 @@ func snapshotInput(events []compact.Event) (b hydrate.Branch, ok bool) {
 			return hydrate.Branch{}, false
 		}
 	}
-	raw := events[snap].Raw
-	if !bytes.HasPrefix(raw, []byte(snapshotPrefix)) || !bytes.HasSuffix(raw, []byte("]}")) {
-		return hydrate.Branch{}, false
-	}
-	list, ok := splitArray(raw[len(snapshotPrefix)-1 : len(raw)-1])
-	if !ok || !trimmed(list) {
-		return hydrate.Branch{}, false
+	list := msgs
+	if list == nil {
+		raw := events[snap].Raw
+		if !bytes.HasPrefix(raw, []byte(snapshotPrefix)) || !bytes.HasSuffix(raw, []byte("]}")) {
+			return hydrate.Branch{}, false
+		}
+		if list, ok = splitArray(raw[len(snapshotPrefix)-1 : len(raw)-1]); !ok || !trimmed(list) {
+			return hydrate.Branch{}, false
+		}
 	}
 	state := json.RawMessage(`{}`)
 	if lastState >= 0 {

@@ -54,7 +54,8 @@
 // that epoch; else one small checkpoint read when the parent has a checkpoint and the request
 // repeats the branch's messages, as a client that replayed it does) a run start costs one or
 // two store round trips, whatever the thread's length. Service.BranchInput (hydration) reads
-// only the parent's record for a branch built here and known whole.
+// only the parent's record for a branch built here and known whole, and takes the messages and
+// state from the branch's snapshots (a compacted ended branch's shape) instead of replaying it.
 //
 // The busy rule reads the previous run's status, so whoever pumps a run must have the store
 // record the run's end before a client sees its terminal event (the proxy does, with

@@ -87,8 +87,10 @@ func (s *Service) BranchInput(ctx context.Context, threadID, runID, epoch string
 	return branchInput(runID, slices.Clip(lb.events), lb.flat.Msgs)
 }
 
-// branchInput replays a branch's compacted events into what hydration adds to a request;
-// msgs, when not nil, are the messages of its last MESSAGES_SNAPSHOT, split (flatBranch.Msgs).
+// branchInput turns a branch's compacted events into what hydration adds to a request: read from
+// its snapshots when it has the shape Compact gives an ended branch (snapshotInput), else
+// replayed; msgs, when not nil, are the messages of its last MESSAGES_SNAPSHOT, split
+// (flatBranch.Msgs).
 func branchInput(runID string, events []compact.Event, msgs []json.RawMessage) (hydrate.Branch, bool, error) {
 	if b, ok := snapshotInput(events, msgs); ok {
 		return b, true, nil

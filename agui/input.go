@@ -304,14 +304,7 @@ func MessageIDRole(msg json.RawMessage) (id, role string) {
 	if !Valid(msg) {
 		return "", ""
 	}
-	i := skipSpace(msg, 0)
-	if i >= len(msg) || msg[i] != '{' {
-		return "", ""
-	}
-	if _, id, role, ok := scanMessage(msg, i, true); ok {
-		return id, role
-	}
-	return messageIDSlow(msg), messageRoleSlow(msg)
+	return ValidMessageIDRole(msg)
 }
 
 // ValidMessageIDRole is MessageIDRole for msg known to be a valid JSON object (a message of a
@@ -325,7 +318,7 @@ func ValidMessageIDRole(msg json.RawMessage) (id, role string) {
 	if _, id, role, ok := scanMessage(msg, i, true); ok {
 		return id, role
 	}
-	return messageIDSlow(msg), messageRoleSlow(msg)
+	return messageMembersSlow(msg)
 }
 
 // scanMessage walks the object that starts at data[i] (valid JSON) member by member and
@@ -389,29 +382,25 @@ func stringValue(raw []byte) string {
 
 // messageIDSlow is MessageID by encoding/json: the reference the scan must agree with.
 func messageIDSlow(msg []byte) string {
-	// Exact-key lookup: unmarshalling into a struct would also match "ID" or "Id".
-	var members map[string]json.RawMessage
-	if json.Unmarshal(msg, &members) != nil {
-		return ""
-	}
-	var id string
-	if json.Unmarshal(members["id"], &id) != nil {
-		return ""
-	}
+	id, _ := messageMembersSlow(msg)
 	return id
 }
 
-// messageRoleSlow is messageIDSlow for "role".
-func messageRoleSlow(msg []byte) string {
+// messageMembersSlow reads a message's "id" and "role" by encoding/json ("" for a member
+// missing or not a string): the reference the scans must agree with. Exact-key lookup:
+// unmarshalling into a struct would also match "ID" or "Role".
+func messageMembersSlow(msg []byte) (id, role string) {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(msg, &members) != nil {
-		return ""
+		return "", ""
 	}
-	var role string
+	if json.Unmarshal(members["id"], &id) != nil {
+		id = ""
+	}
 	if json.Unmarshal(members["role"], &role) != nil {
-		return ""
+		role = ""
 	}
-	return role
+	return id, role
 }
 
 // jsonErr turns a decoder error into a short message without Go type names.

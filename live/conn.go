@@ -104,7 +104,7 @@ func (s *Subscriber) writeQueued() bool {
 	for _, ev := range s.queue {
 		size += len(ev.Frame)
 	}
-	if d.nowait == nil || d.cork != nil || size > corkBytes {
+	if d.nowait == nil || size > corkBytes { // (d is new: it holds no cork)
 		s.startDrain()
 		return true
 	}

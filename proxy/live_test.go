@@ -183,25 +183,9 @@ func TestLiveAttacherDoesNotWaitForStore(t *testing.T) {
 	agent.emit <- "a"
 	last = rd.until(3, last)
 
-	srv.Stop()
-	stopped := true
-	defer func() {
-		if stopped {
-			srv.Continue()
-		}
-	}()
-	agent.emit <- "b"
-	got := make(chan int64, 1)
-	go func() { got <- rd.until(4, last) }() // only the hub can deliver it: Redis is frozen
-	select {
-	case last = <-got:
-	case <-time.After(30 * time.Second): // a liveness bound, far above any delivery time
-		srv.Continue()
-		stopped = false
-		t.Fatal("the attacher did not get the event while Redis was frozen: it waits for the store")
-	}
-	srv.Continue()
-	stopped = false
+	// Only the hub can deliver seq 4: Redis is frozen.
+	last = untilWhileFrozen(t, srv, rd, 4, last, func() { agent.emit <- "b" },
+		"the attacher did not get the event while Redis was frozen: it waits for the store")
 
 	agent.emit <- "c"
 	close(agent.emit)
@@ -241,26 +225,10 @@ func TestClientNotHeldByFullRecorder(t *testing.T) {
 		return len(storedEvents(t, store, "t-full", "r-full")) == 3
 	})
 
-	srv.Stop()
-	stopped := true
-	defer func() {
-		if stopped {
-			srv.Continue()
-		}
-	}()
-	agent.emit <- "b" // seq 4: the buffer's one event, its write stuck on the frozen Redis
-	agent.emit <- "c" // seq 5: the buffer is full; the pump waits for room once it wrote it
-	got := make(chan int64, 1)
-	go func() { got <- rd.until(5, last) }()
-	select {
-	case last = <-got:
-	case <-time.After(30 * time.Second): // a liveness bound, far above any delivery time
-		srv.Continue()
-		stopped = false
-		t.Fatal("the client did not get the event the pump read while the recorder's buffer was full")
-	}
-	srv.Continue()
-	stopped = false
+	last = untilWhileFrozen(t, srv, rd, 5, last, func() {
+		agent.emit <- "b" // seq 4: the buffer's one event, its write stuck on the frozen Redis
+		agent.emit <- "c" // seq 5: the buffer is full; the pump waits for room once it wrote it
+	}, "the client did not get the event the pump read while the recorder's buffer was full")
 
 	close(agent.emit)
 	rest, err := rd.toEnd()
@@ -274,6 +242,24 @@ func TestClientNotHeldByFullRecorder(t *testing.T) {
 	if evs := storedEvents(t, store, "t-full", "r-full"); r.LastSeq != 7 || len(evs) != 7 || len(r.Gaps) != 0 {
 		t.Errorf("stored run %+v with %d events, want 7 events and no gap", r, len(evs))
 	}
+}
+
+// untilWhileFrozen freezes Redis (SIGSTOP), runs send, and reads rd to seq want (from last);
+// Redis is thawed before it returns, whatever happens. It fails the test with failure when
+// want does not arrive within a liveness bound far above any delivery time.
+func untilWhileFrozen(t *testing.T, srv *redistest.Server, rd *seqReader, want, last int64, send func(), failure string) int64 {
+	t.Helper()
+	srv.Stop()
+	defer srv.Continue()
+	send()
+	got := make(chan int64, 1)
+	go func() { got <- rd.until(want, last) }()
+	select {
+	case last = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal(failure)
+	}
+	return last
 }
 
 // redisCommands returns the commands the Redis server processed so far (INFO stats).

@@ -279,18 +279,13 @@ func (r *run) pump(body io.ReadCloser) {
 		r.seq++
 		out := f.AppendWithID(make([]byte, 0, len(f.Raw)+len(r.meta.RunID)+32), r.cursor())
 		terminal := agui.IsTerminal(typ) && r.terminal == ""
-		if !terminal && r.recordsLater() {
-			// The clients first, then the recorder (which never fails here): a client that
-			// keeps up is written before the recorder's bookkeeping and the wake-up of its
-			// writer. More: the next frame is already read, so a client's connection gets
-			// both in one write (an agent faster than one write per event is read in large
-			// pieces).
-			r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out, More: rd.FrameBuffered()})
-			r.record(typ, f.Data, out)
-			continue
-		}
-		if err = r.record(typ, f.Data, out); err != nil {
-			break
+		// later: the clients first, then the recorder (which never fails then), so a client
+		// that keeps up is written before the recorder's bookkeeping and its writer's wake-up.
+		later := !terminal && r.recordsLater()
+		if !later {
+			if err = r.record(typ, f.Data, out); err != nil {
+				break
+			}
 		}
 		if terminal {
 			r.terminal = typ
@@ -303,7 +298,12 @@ func (r *run) pump(body io.ReadCloser) {
 			r.hub.End() // the clients' streams end with the terminal event
 			continue
 		}
+		// More: the next frame is already read, so a client's connection gets both in one
+		// write (an agent faster than one write per event is read in large pieces).
 		r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out, More: rd.FrameBuffered()})
+		if later {
+			r.record(typ, f.Data, out)
+		}
 	}
 	r.end(err)
 }
@@ -383,17 +383,19 @@ func (r *run) emitData(typ string, data []byte) error {
 	if err != nil { // ids are validated before a run exists; this would be a bug
 		return fmt.Errorf("encoding event %d: %w", r.seq, err)
 	}
-	if typ != r.terminal && r.recordsLater() { // as in pump: the clients first
-		r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
-		return r.record(typ, data, out)
-	}
-	if err := r.record(typ, data, out); err != nil {
-		return err
+	later := typ != r.terminal && r.recordsLater() // as in pump: the clients first
+	if !later {
+		if err := r.record(typ, data, out); err != nil {
+			return err
+		}
 	}
 	if typ == r.terminal {
 		r.settle()
 	}
 	r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
+	if later {
+		return r.record(typ, data, out)
+	}
 	return nil
 }
 

@@ -102,14 +102,13 @@ func branchInput(runID string, events []compact.Event, msgs []json.RawMessage) (
 const stateSnapshotPrefix = `{"type":"STATE_SNAPSHOT","snapshot":`
 
 // snapshotInput is branchInput without a replay (msgs as branchInput's), for the shape
-// Compact gives an ended
-// branch: its last MESSAGES_SNAPSHOT, as Compact renders it, followed only by events that
-// change no message (quietAfterSnapshot), so a client holds that snapshot's messages; and its
-// state the last STATE_SNAPSHOT's (Compact renders it as Replay does), with no STATE_DELTA
-// after it, or no state event at all (the state {}). ok is false for any other branch, which
-// is then replayed. A replay parses every message of the branch at every run start of a
-// hydrated thread; this reads the two snapshots as they are (TestBranchFoldProperty checks
-// that both answer the same).
+// Compact gives an ended branch: its last MESSAGES_SNAPSHOT, as Compact renders it, followed
+// only by events that change no message (quietAfterSnapshot), so a client holds that
+// snapshot's messages; and its state the last STATE_SNAPSHOT's (Compact renders it as Replay
+// does), with no STATE_DELTA after it, or no state event at all (the state {}). ok is false
+// for any other branch, which is then replayed. A replay parses every message of the branch
+// at every run start of a hydrated thread; this reads the two snapshots as they are
+// (TestBranchFoldProperty checks that both answer the same).
 func snapshotInput(events []compact.Event, msgs []json.RawMessage) (b hydrate.Branch, ok bool) {
 	snap, lastState, delta := -1, -1, false
 	for i, e := range events {

@@ -351,6 +351,12 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 		h.fail(w, r, err)
 		return nil
 	}
+	rec, err := h.writer.Open(meta) // (StartRun checked the ids; Open checks the epoch too)
+	if err != nil {
+		h.release(ctx, meta)
+		h.fail(w, r, err)
+		return nil
+	}
 	parent := meta.ParentRunID
 	sctx, scancel := context.WithTimeoutCause(ctx, h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 	defer scancel()
@@ -371,7 +377,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	runCtx, stopTimer := context.WithTimeoutCause(base, h.cfg.MaxRunDuration, errRunTimeout)
 	rn := &run{
-		h: h, meta: meta, input: fwd, parent: parent, inputJSON: normalizedInput(in, known),
+		h: h, meta: meta, rec: rec, input: fwd, parent: parent, inputJSON: normalizedInput(in, known),
 		retainOff: h.cfg.CheckpointMemory <= 0 || !h.checkpointsAtEnd(), // nothing would use them
 		cancel:    func(cause error) { cancel(cause); stopTimer() },
 		done:      make(chan struct{}),
@@ -620,7 +626,7 @@ func (h *Handler) renewAll(now time.Time) {
 	until := now.Add(leaseTTL(h.cfg.LeaseInterval))
 	since := now.Add(-h.cfg.LeaseInterval)
 	runs := slices.DeleteFunc(h.runs.list(), func(rn *run) bool {
-		return h.writer.LeasedSince(rn.meta.ThreadID, rn.meta.RunID, since)
+		return rn.rec.LeasedSince(since)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.LeaseInterval)
 	defer cancel()

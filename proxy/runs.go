@@ -55,8 +55,11 @@ const settleTimeout = 5 * time.Second
 
 // run is one live run: the pump goroutine reading the upstream body, the subscribers it feeds.
 type run struct {
-	h      *Handler
-	meta   recorder.Run
+	h    *Handler
+	meta recorder.Run
+	// rec is the run as the handler's writer records it: each event and the run's end are
+	// queued through it.
+	rec    *recorder.Recording
 	input  *agui.RunInput
 	parent string // parentRunId to inject when the upstream's RUN_STARTED lacks one
 	// inputJSON is the normalized RunAgentInput injected as RUN_STARTED.input.
@@ -334,7 +337,7 @@ func (r *run) end(readErr error) {
 	if r.settled != r.seq {
 		// Frames after the terminal event (or a settle that never happened): record the end
 		// again so the run's last seq is right.
-		h.writer.Finish(r.meta, status, detail, r.seq)
+		r.rec.Finish(status, detail, r.seq)
 	}
 	outcome := string(status)
 	if detail != "" {
@@ -444,12 +447,12 @@ func (r *run) settle() {
 	r.flushHeld()
 	r.settled = r.seq
 	if r.detail == CodeStorageUnavailable {
-		r.h.writer.Finish(r.meta, r.status, r.detail, r.seq)
+		r.rec.Finish(r.status, r.detail, r.seq)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	if err := r.h.writer.FinishSync(ctx, r.meta, r.status, r.detail, r.seq); err != nil {
+	if err := r.rec.FinishSync(ctx, r.status, r.detail, r.seq); err != nil {
 		r.h.log.LogAttrs(ctx, slog.LevelWarn, "the store did not record the run's end before its terminal event was sent",
 			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Any("err", err))
 		return
@@ -492,7 +495,7 @@ func (r *run) record(typ string, data, frame []byte) error {
 		if r.flush == nil {
 			r.flush = r.flushHeld
 		}
-		pos, _ := r.h.writer.AppendPosWaiting(r.meta, ev, r.flush)
+		pos, _ := r.rec.AppendPosWaiting(ev, r.flush)
 		if pos == 0 {
 			r.dropRetained() // the store will have a gap: the checkpoint reads it back
 		} else {
@@ -507,7 +510,7 @@ func (r *run) record(typ string, data, frame []byte) error {
 	r.flushHeld()
 	ctx, cancel := context.WithTimeout(r.ctx, syncStoreTimeout)
 	defer cancel()
-	if err := r.h.writer.AppendSync(ctx, r.meta, ev); err != nil {
+	if err := r.rec.AppendSync(ctx, ev); err != nil {
 		r.cancel(errStoreTooSlow)
 		return err
 	}

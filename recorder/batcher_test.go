@@ -10,17 +10,23 @@ import (
 // frame and run.
 func TestBatcherReuse(t *testing.T) {
 	var g batcher
-	run := func(i int) Run { return Run{ThreadID: fmt.Sprintf("t%d", i), RunID: fmt.Sprintf("r%d", i)} }
+	recs := map[int]*Recording{} // one per run, as a Writer's Open gives
+	run := func(i int) *Recording {
+		if recs[i] == nil {
+			recs[i] = &Recording{run: Run{ThreadID: fmt.Sprintf("t%d", i), RunID: fmt.Sprintf("r%d", i)}}
+		}
+		return recs[i]
+	}
 	ev := func(seq int64) Event { return Event{Seq: seq, Frame: fmt.Appendf(nil, "f%d", seq)} }
 	for round, shape := range [][]int{{0, 1, 0, 2, 1, 0}, {3}, {4, 4, 5, 4, 6, 5, 7, 8, 9, 4}, {}} {
 		var take []item
 		want := map[string][]int64{}
 		for k, r := range shape {
 			seq := int64(100*round + k + 1)
-			take = append(take, item{run: run(r), ev: ev(seq)})
-			want[run(r).RunID] = append(want[run(r).RunID], seq)
+			take = append(take, item{rec: run(r), ev: ev(seq)})
+			want[run(r).run.RunID] = append(want[run(r).run.RunID], seq)
 			if k == 1 {
-				take = append(take, item{run: run(r), finish: &finishOp{status: StatusFinished}})
+				take = append(take, item{rec: run(r), finish: &finishOp{status: StatusFinished}})
 			}
 		}
 		batches := g.group(take)
@@ -46,7 +52,7 @@ func TestBatcherReuse(t *testing.T) {
 			}
 		}
 		for _, b := range g.batches[:cap(g.batches)] {
-			if b.Run.RunID != "" || b.Events != nil {
+			if b.Run.RunID != "" || b.Events != nil || b.rec != nil {
 				t.Fatalf("round %d: released batcher still holds run %q", round, b.Run.RunID)
 			}
 		}
@@ -58,11 +64,17 @@ func TestBatcherReuse(t *testing.T) {
 // has none.
 func TestBatcherFinishes(t *testing.T) {
 	var g batcher
-	run := func(id string) Run { return Run{ThreadID: "t", RunID: id} }
+	recs := map[string]*Recording{}
+	run := func(id string) *Recording {
+		if recs[id] == nil {
+			recs[id] = &Recording{run: Run{ThreadID: "t", RunID: id}}
+		}
+		return recs[id]
+	}
 	fa, fc := &finishOp{status: StatusFinished, lastSeq: 2}, &finishOp{status: StatusError, lastSeq: 7}
 	take := []item{
-		{run: run("a"), ev: Event{Seq: 1}}, {run: run("b"), ev: Event{Seq: 1}}, {run: run("a"), ev: Event{Seq: 2}},
-		{run: run("a"), finish: fa}, {run: run("c"), finish: fc}, {run: run("b"), ev: Event{Seq: 2}},
+		{rec: run("a"), ev: Event{Seq: 1}}, {rec: run("b"), ev: Event{Seq: 1}}, {rec: run("a"), ev: Event{Seq: 2}},
+		{rec: run("a"), finish: fa}, {rec: run("c"), finish: fc}, {rec: run("b"), ev: Event{Seq: 2}},
 	}
 	g.group(take)
 	batches, fins := g.finishes(take)
@@ -84,26 +96,4 @@ func TestBatcherFinishes(t *testing.T) {
 		t.Errorf("a take without finishes: %d batches, finishes %v, want 2 and none", len(batches), fins)
 	}
 	g.release()
-}
-
-// TestRunKeyCache: the cached run hash key is the one key() builds, a finished or deleted run
-// is forgotten, and the cache starts over instead of growing past its bound.
-func TestRunKeyCache(t *testing.T) {
-	var c runKeyCache
-	if got, want := c.get("p", "t1", "r1"), key("p", "t1", kindRun, "r1"); got != want {
-		t.Fatalf("get = %q, want %q", got, want)
-	}
-	if got := c.get("p", "t1", "r1"); got != key("p", "t1", kindRun, "r1") || len(c.keys) != 1 {
-		t.Errorf("second get = %q with %d cached", got, len(c.keys))
-	}
-	c.forget("t1", "r1")
-	if len(c.keys) != 0 {
-		t.Errorf("after forget: %d cached", len(c.keys))
-	}
-	for i := range maxCachedRunKeys + 10 {
-		c.get("p", "t", fmt.Sprintf("r%d", i))
-	}
-	if n := len(c.keys); n > maxCachedRunKeys || n == 0 {
-		t.Errorf("%d cached after %d runs, want at most %d", n, maxCachedRunKeys+10, maxCachedRunKeys)
-	}
 }

@@ -182,7 +182,7 @@ func TestDiskStoreCrashChild(t *testing.T) {
 	}
 	w := recorder.NewWriter(recorder.WriterConfig{Store: s})
 	for seq := int64(1); ; seq++ {
-		if err := w.Append(r, testEvent(r, seq)); err != nil {
+		if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
 			t.Fatal(err)
 		}
 		if seq%10 == 0 {
@@ -303,7 +303,7 @@ func TestDiskStoreDiskFull(t *testing.T) {
 	refused := 0
 	push := func() {
 		seq++
-		if err := w.Append(r, event(seq)); errors.Is(err, recorder.ErrBufferFull) {
+		if err := recOf(t, w, r).Append(event(seq)); errors.Is(err, recorder.ErrBufferFull) {
 			refused++
 		} else if err != nil {
 			t.Fatalf("Writer.Append(%d) = %v", seq, err)
@@ -335,7 +335,7 @@ func TestDiskStoreDiskFull(t *testing.T) {
 	for range 10 {
 		push()
 	}
-	w.Finish(r, recorder.StatusFinished, "", seq)
+	recOf(t, w, r).Finish(recorder.StatusFinished, "", seq)
 	flushCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := w.Flush(flushCtx); err != nil {

@@ -1,8 +1,9 @@
 // Package recorder keeps every event of every run: the Store interface (store.go), an
 // in-memory store (the zero-configuration default), an embedded disk store (disk.go, one bbolt
 // file for a single process), a Redis Streams store, and the Writer that the proxy's per-run
-// pump calls so the live stream never waits on storage. The contract every store passes is
-// the suite in package recordertest.
+// pump calls so the live stream never waits on storage (through the run's Recording, opened
+// once per run: nothing per event checks or looks up the run's ids). The contract every store
+// passes is the suite in package recordertest.
 //
 // # Positions
 //

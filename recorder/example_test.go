@@ -7,7 +7,8 @@ import (
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
-// The proxy's pump records each frame through a Writer; readers use the Store.
+// The proxy's pump records each frame through a Writer, as a Recording of its run; readers
+// use the Store.
 func Example() {
 	ctx := context.Background()
 	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
@@ -19,12 +20,17 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
+	rec, err := w.Open(run) // the run's ids and epoch are checked once, here
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for seq, typ := range []string{"RUN_STARTED", "RUN_FINISHED"} {
 		id := recorder.AppendCursor([]byte("id: "), run.RunID, run.Epoch, int64(seq+1))
 		frame := fmt.Appendf(id, "\ndata: {\"type\":%q}\n\n", typ)
-		w.Append(run, recorder.Event{Seq: int64(seq + 1), Type: typ, Frame: frame})
+		rec.Append(recorder.Event{Seq: int64(seq + 1), Type: typ, Frame: frame})
 	}
-	w.Finish(run, recorder.StatusFinished, "", 2)
+	rec.Finish(recorder.StatusFinished, "", 2)
 	w.Flush(ctx)
 
 	evs, _ := store.Events(ctx, "thread-1", "run-1", 1, 0)

@@ -70,7 +70,7 @@ func failoverScenario(t *testing.T, a, b *recorder.RedisStore, kill func(thread 
 			mu.Lock()
 			for i, r := range runs {
 				next[i]++
-				if err := w.Append(r, testEvent(r, next[i])); err != nil {
+				if err := recOf(t, w, r).Append(testEvent(r, next[i])); err != nil {
 					t.Errorf("Append = %v", err)
 				}
 			}
@@ -117,7 +117,7 @@ func failoverScenario(t *testing.T, a, b *recorder.RedisStore, kill func(thread 
 	close(stop)
 	pwg.Wait()
 	for i, r := range runs {
-		w.Finish(r, recorder.StatusFinished, "", next[i])
+		recOf(t, w, r).Finish(recorder.StatusFinished, "", next[i])
 	}
 	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -267,7 +267,7 @@ func TestClusterSlotMigrationDuringTail(t *testing.T) {
 	produce := func(n int) {
 		for range n {
 			seq++
-			w.Append(r, testEvent(r, seq))
+			recOf(t, w, r).Append(testEvent(r, seq))
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -293,7 +293,7 @@ func TestClusterSlotMigrationDuringTail(t *testing.T) {
 	}
 	waitBells(t, c, prefix, []recorder.Run{r})
 	produce(100)
-	w.Finish(r, recorder.StatusFinished, "", seq)
+	recOf(t, w, r).Finish(recorder.StatusFinished, "", seq)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := w.Flush(fctx); err != nil {

@@ -36,7 +36,7 @@ func TestFaultRedisHung(t *testing.T) {
 	appendRound := func() {
 		n := seq.Add(1)
 		for _, r := range rs {
-			if err := w.Append(r, testEvent(r, n)); err != nil {
+			if err := recOf(t, w, r).Append(testEvent(r, n)); err != nil {
 				t.Errorf("Append(%s, %d) = %v", r.RunID, n, err)
 			}
 		}
@@ -62,7 +62,7 @@ func TestFaultRedisHung(t *testing.T) {
 		appendRound()
 	}
 	for _, r := range rs {
-		w.Finish(r, recorder.StatusFinished, "", seq.Load())
+		recOf(t, w, r).Finish(recorder.StatusFinished, "", seq.Load())
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -96,7 +96,7 @@ func TestFaultRedisRestartEmpty(t *testing.T) {
 			t.Fatal(err)
 		}
 		for seq := int64(1); seq <= 10; seq++ {
-			w.Append(r, testEvent(r, seq))
+			recOf(t, w, r).Append(testEvent(r, seq))
 		}
 	}
 	if err := w.Flush(t.Context()); err != nil {
@@ -105,7 +105,7 @@ func TestFaultRedisRestartEmpty(t *testing.T) {
 	srv.Kill()
 	for _, r := range rs {
 		for seq := int64(11); seq <= 20; seq++ {
-			if err := w.Append(r, testEvent(r, seq)); err != nil {
+			if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
 				t.Fatalf("Append while Redis is down = %v", err)
 			}
 		}
@@ -137,11 +137,11 @@ func TestFaultRedisRestartEmpty(t *testing.T) {
 		t.Fatalf("CreateRun after the restart = %v", err)
 	}
 	for seq := int64(1); seq <= 5; seq++ {
-		if err := w.AppendSync(t.Context(), n, testEvent(n, seq)); err != nil {
+		if err := recOf(t, w, n).AppendSync(t.Context(), testEvent(n, seq)); err != nil {
 			t.Fatalf("AppendSync after the restart = %v", err)
 		}
 	}
-	w.Finish(n, recorder.StatusFinished, "", 5)
+	recOf(t, w, n).Finish(recorder.StatusFinished, "", 5)
 	if err := w.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestFaultRestartWithAOF(t *testing.T) {
 		t.Fatal(err)
 	}
 	for seq := int64(1); seq <= 20; seq++ {
-		if err := w.AppendSync(t.Context(), r, testEvent(r, seq)); err != nil {
+		if err := recOf(t, w, r).AppendSync(t.Context(), testEvent(r, seq)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -222,7 +222,7 @@ func TestFaultDropNextReply(t *testing.T) {
 		} else {
 			w := newTestWriter(t, store, recorder.WriterConfig{})
 			for _, ev := range evs {
-				w.Append(r, ev)
+				recOf(t, w, r).Append(ev)
 			}
 			if err := w.Flush(t.Context()); err != nil {
 				t.Fatal(err)
@@ -253,7 +253,7 @@ func TestFaultOverflow(t *testing.T) {
 	srv.Stop()
 	var refused int
 	for seq := int64(1); seq <= 200; seq++ {
-		if err := w.Append(r, testEvent(r, seq)); err != nil {
+		if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
 			refused++
 		}
 	}
@@ -267,10 +267,10 @@ func TestFaultOverflow(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Append(r, testEvent(r, 201)); err != nil {
+	if err := recOf(t, w, r).Append(testEvent(r, 201)); err != nil {
 		t.Fatal(err)
 	}
-	w.Finish(r, recorder.StatusFinished, "", 203)
+	recOf(t, w, r).Finish(recorder.StatusFinished, "", 203)
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestFaultLargeEventsBounded(t *testing.T) {
 	}
 	srv.Continue()
 	<-done
-	w.Finish(r, recorder.StatusFinished, "", n)
+	recOf(t, w, r).Finish(recorder.StatusFinished, "", n)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	if err := w.Flush(ctx); err != nil {

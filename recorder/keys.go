@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/agui-proxy/agui-proxy/agui"
 )
@@ -93,42 +92,6 @@ func keysFor(prefix, threadID, runID string) (runKeys, error) {
 	k.checkpoint = key(prefix, threadID, kindCheckpoint, runID)
 	k.packed = key(prefix, threadID, kindPacked, runID)
 	return k, nil
-}
-
-// maxCachedRunKeys bounds a runKeyCache; it starts over when full (a run whose end this
-// replica never stored, after a crash of its pumping replica, is not kept forever).
-const maxCachedRunKeys = 1 << 16
-
-// runKeyCache keeps the run hash keys of the runs being appended to, so that a batch holding
-// one event of each of thousands of slow runs does not build each run's key again (one string
-// per run per batch was a tenth of what recording allocated per event). Safe for concurrent
-// use.
-type runKeyCache struct {
-	mu   sync.Mutex
-	keys map[RunRef]string
-}
-
-// get returns the run hash key of a run whose ids are valid.
-func (c *runKeyCache) get(prefix, threadID, runID string) string {
-	ref := RunRef{ThreadID: threadID, RunID: runID}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if k, ok := c.keys[ref]; ok {
-		return k
-	}
-	if c.keys == nil || len(c.keys) >= maxCachedRunKeys {
-		c.keys = make(map[RunRef]string)
-	}
-	k := key(prefix, threadID, kindRun, runID)
-	c.keys[ref] = k
-	return k
-}
-
-// forget drops a run that ended or was deleted.
-func (c *runKeyCache) forget(threadID, runID string) {
-	c.mu.Lock()
-	delete(c.keys, RunRef{ThreadID: threadID, RunID: runID})
-	c.mu.Unlock()
 }
 
 // hashTag returns the part of k that Redis Cluster hashes: the text between the first '{' and

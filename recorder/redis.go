@@ -173,8 +173,6 @@ type RedisStore struct {
 	tail        *tailer       // nil until the first Follow
 	// co coalesces the reads and creations of run starts into shared pipelines on r.
 	co coalescer
-	// runKeys caches the run hash keys Append sends, until the run is finished or deleted.
-	runKeys runKeyCache
 }
 
 // NewRedisStore connects to Redis and checks it answers PING.
@@ -448,7 +446,6 @@ func (s *RedisStore) DeleteRun(ctx context.Context, threadID, runID string) erro
 	if err != nil {
 		return err
 	}
-	s.runKeys.forget(threadID, runID)
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -475,18 +472,20 @@ func (s *RedisStore) Append(ctx context.Context, batches []Batch) error {
 func (s *RedisStore) appendFinish(ctx context.Context, batches []Batch, fins []*finishOp, lease *appendLease, out []appendOutcome) error {
 	keys := make([]string, 0, len(batches))
 	for _, b := range batches {
+		if rec := b.rec; rec != nil { // a Writer's: checked when opened, the key kept in it
+			if rec.key == "" {
+				rec.key = key(s.prefix, b.Run.ThreadID, kindRun, b.Run.RunID)
+			}
+			keys = append(keys, rec.key)
+			continue
+		}
 		if err := validateRun(b.Run); err != nil {
 			return err
 		}
-		keys = append(keys, s.runKeys.get(s.prefix, b.Run.ThreadID, b.Run.RunID)) // ids checked just above
+		keys = append(keys, key(s.prefix, b.Run.ThreadID, kindRun, b.Run.RunID)) // ids checked just above
 	}
 	if len(batches) == 0 {
 		return nil
-	}
-	for i, f := range fins {
-		if f != nil {
-			s.runKeys.forget(batches[i].Run.ThreadID, batches[i].Run.RunID)
-		}
 	}
 	if err := s.check(); err != nil {
 		return err
@@ -527,8 +526,7 @@ func (s *RedisStore) callGroups(keys []string, which []int, max int) [][]int {
 	return groups
 }
 
-// runKey validates both ids and returns the run hash key, from the cache of runs being
-// written (Append, lease renewals) until the run is finished or deleted.
+// runKey validates both ids and returns the run hash key.
 func (s *RedisStore) runKey(threadID, runID string) (string, error) {
 	if err := validateThreadKey(threadID); err != nil {
 		return "", err
@@ -536,7 +534,7 @@ func (s *RedisStore) runKey(threadID, runID string) (string, error) {
 	if err := agui.ValidateID("runId", runID); err != nil {
 		return "", err
 	}
-	return s.runKeys.get(s.prefix, threadID, runID), nil
+	return key(s.prefix, threadID, kindRun, runID), nil
 }
 
 // appendCalls stores the batches listed in which (indices into batches and keys) with one
@@ -734,7 +732,6 @@ func (s *RedisStore) FinishRun(ctx context.Context, threadID, runID string, stat
 	if err != nil {
 		return err
 	}
-	s.runKeys.forget(threadID, runID)
 	if err := s.check(); err != nil {
 		return err
 	}

@@ -130,6 +130,9 @@ type Event struct {
 type Batch struct {
 	Run    Run // ThreadID, RunID and Epoch are required; the rest re-creates lost metadata
 	Events []Event
+	// rec is the Recording a Writer built the batch from (nil from any other caller): its
+	// run was checked when it was opened, and the store may keep the run's key in it.
+	rec *Recording
 }
 
 // recreated returns the creation time and status a store gives b's run when it re-creates the

@@ -68,7 +68,7 @@ const (
 	BusyRuns = 8
 )
 
-// ErrBufferFull is returned by Writer.Append when the buffer stayed full for FullWait while
+// ErrBufferFull is returned by Recording.Append when the buffer stayed full for FullWait while
 // the store made no progress, and the event was dropped (counted in WriterStats.Dropped; the
 // run's gap is recorded by the store when the run's next event or its Finish is stored).
 var ErrBufferFull = errors.New("recorder buffer full, event dropped")
@@ -124,7 +124,7 @@ type WriterConfig struct {
 	// Lease, when set, renews the lease of every running run whose events a batch stores, in
 	// the same store call, on a store that can (RedisStore; others ignore it): a run that
 	// streams holds its lease through its appends, and the caller's lease loop renews only
-	// the runs LeasedSince does not vouch for.
+	// the runs Recording.LeasedSince does not vouch for.
 	Lease *WriterLease
 	// Logger receives outage, recovery and overflow messages (nil: discard). Each outage is
 	// logged once when it starts and once when it ends; each run's overflow once.
@@ -168,7 +168,7 @@ type WriterStats struct {
 
 // item is one queued operation: an event, or a run's final status (finish != nil).
 type item struct {
-	run    Run
+	rec    *Recording
 	ev     Event
 	finish *finishOp
 }
@@ -179,7 +179,42 @@ type finishOp struct {
 	lastSeq int64
 }
 
-type runID struct{ thread, run string }
+// A Recording is one run as a Writer records it, from Writer.Open to the run's finish: the
+// run's ids and epoch, checked once when it is opened, and what the Writer keeps for the run
+// between batches (where the run's events go in the batch being built, the store's key for it,
+// the last lease its appends renewed). Each of the run's events and its end are queued through
+// it (Append, Finish and their variants), so that nothing done per event checks the ids again
+// or looks the run up by them: at thousands of slow streams, a batch holds one event of each of
+// thousands of runs. Its methods are safe for concurrent use.
+type Recording struct {
+	w   *Writer
+	run Run // as opened; never modified
+
+	// gen and batch are the writer goroutine's: in the batch being built (batcher.gen), the
+	// run's events are batches[batch].
+	gen   uint64
+	batch int
+	// key is the store's key for the run (RedisStore: the run hash), set by the store from
+	// the writer goroutine the first time it writes the run.
+	key string
+	// leasedAt is when an append last renewed the run's lease (WriterConfig.Lease), in unix
+	// nanoseconds; 0 before that and once the run's finish is stored.
+	leasedAt atomic.Int64
+	// overflowLogged is set (under w.mu) once the run's first dropped event is logged.
+	overflowLogged bool
+}
+
+// Open checks run's ids and epoch (errors wrap agui.ErrInvalidID or ErrInvalidEpoch) and
+// returns the Recording its events and end are queued through. Opening a run writes nothing.
+func (w *Writer) Open(run Run) (*Recording, error) {
+	if err := validateRun(run); err != nil {
+		return nil, err
+	}
+	return &Recording{w: w, run: run}, nil
+}
+
+// Run returns the run as it was opened.
+func (r *Recording) Run() Run { return r.run }
 
 // Writer records events through a Store without making the caller wait while the store
 // keeps up: a bounded queue shared by all runs (a full queue slows its callers, see Append),
@@ -206,7 +241,6 @@ type Writer struct {
 	done     atomic.Uint64
 	progress chan struct{} // closed and replaced whenever done advances or the writer stops
 	closed   bool
-	overflow map[runID]bool // runs whose overflow was logged
 	// writeStart is when the write in flight began (zero when none): the store is stuck once
 	// it is older than FullWait.
 	writeStart time.Time
@@ -215,13 +249,8 @@ type Writer struct {
 	urgent int
 	st     WriterStats
 
-	batcher  batcher // the writer goroutine's
-	lastRuns int     // runs whose events the last batch carried (the writer goroutine's)
-	// leased is when each running run's lease was last renewed by an append (WriterConfig.Lease),
-	// under leaseMu, not mu: the lease loop asks after every run it pumps, and mu is what each
-	// queued event takes. A run's entry goes when its finish is stored.
-	leaseMu  sync.Mutex
-	leased   map[runID]time.Time
+	batcher  batcher         // the writer goroutine's
+	lastRuns int             // runs whose events the last batch carried (the writer goroutine's)
 	lease    appendLease     // the writer goroutine's: the lease its appends renew
 	outcomes []appendOutcome // the writer goroutine's, reused
 
@@ -265,8 +294,6 @@ func NewWriter(cfg WriterConfig) *Writer {
 	w := &Writer{
 		cfg: cfg, log: log,
 		progress: make(chan struct{}),
-		overflow: map[runID]bool{},
-		leased:   map[runID]time.Time{},
 		wake:     make(chan struct{}, 1),
 		hurry:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -341,21 +368,15 @@ func itemBytes(it item) int64 {
 	return int64(len(it.ev.Frame) + len(it.ev.Type))
 }
 
-// validItem refuses values a store would refuse forever, so they never block the queue.
-func validItem(run Run) error {
-	return validateRun(run)
-}
-
 // Append queues ev for run. It returns at once while the buffer has room; when it is full it
 // waits for room (backpressure: the caller is slowed to the store's pace) for as long as the
 // store makes progress. The Writer keeps ev.Frame until it is stored, so the caller must not
 // modify those bytes afterwards. Only when the write in flight has been stuck for FullWait is
 // the event dropped, counted, logged once for the run, and ErrBufferFull returned; the store
 // records the gap when the run's next event or Finish is stored. After Shutdown it returns
-// ErrClosed. Ids and epoch are checked first (errors wrap agui.ErrInvalidID or
-// ErrInvalidEpoch).
-func (w *Writer) Append(run Run, ev Event) error {
-	_, err := w.AppendPos(run, ev)
+// ErrClosed.
+func (r *Recording) Append(ev Event) error {
+	_, err := r.AppendPos(ev)
 	return err
 }
 
@@ -363,17 +384,15 @@ func (w *Writer) Append(run Run, ev Event) error {
 // is stored once Stored() >= pos. A dropped or refused event has position 0 (it will never be
 // stored; the store records the gap instead). A caller that keeps events in memory until the
 // store has them (the live hub's backlog) uses it to let them go.
-func (w *Writer) AppendPos(run Run, ev Event) (pos uint64, err error) {
-	return w.AppendPosWaiting(run, ev, nil)
+func (r *Recording) AppendPos(ev Event) (pos uint64, err error) {
+	return r.AppendPosWaiting(ev, nil)
 }
 
 // AppendPosWaiting is AppendPos, calling beforeWait (when not nil) once before it waits for
 // room: a caller holding something for its next step (a frame it has not written yet) lets
 // it go before it is slowed down.
-func (w *Writer) AppendPosWaiting(run Run, ev Event, beforeWait func()) (pos uint64, err error) {
-	if err := validItem(run); err != nil {
-		return 0, err
-	}
+func (r *Recording) AppendPosWaiting(ev Event, beforeWait func()) (pos uint64, err error) {
+	w := r.w
 	w.mu.Lock()
 	var waited time.Time
 	for {
@@ -381,7 +400,7 @@ func (w *Writer) AppendPosWaiting(run Run, ev Event, beforeWait func()) (pos uin
 			w.mu.Unlock()
 			return 0, ErrClosed
 		}
-		if pos, ok := w.enqueue(item{run: run, ev: ev}); ok {
+		if pos, ok := w.enqueue(item{rec: r, ev: ev}); ok {
 			if !waited.IsZero() {
 				w.st.WaitTime += time.Since(waited)
 			}
@@ -391,7 +410,7 @@ func (w *Writer) AppendPosWaiting(run Run, ev Event, beforeWait func()) (pos uin
 		}
 		wait := w.stuckIn()
 		if wait <= 0 {
-			w.dropLocked(run, ev.Seq)
+			w.dropLocked(r, ev.Seq)
 			w.mu.Unlock()
 			return 0, ErrBufferFull
 		}
@@ -436,11 +455,11 @@ func (w *Writer) stuckIn() time.Duration {
 }
 
 // dropLocked counts a dropped event and logs the run's first drop. w.mu must be held.
-func (w *Writer) dropLocked(run Run, seq int64) {
+func (w *Writer) dropLocked(r *Recording, seq int64) {
 	w.st.Dropped++
-	id := runID{run.ThreadID, run.RunID}
-	if !w.overflow[id] {
-		w.overflow[id] = true
+	if !r.overflowLogged {
+		r.overflowLogged = true
+		run := r.run
 		w.log.Warn("recorder: buffer full, dropping events; the run will be marked with a gap",
 			"thread_id", run.ThreadID, "run_id", run.RunID, "seq", seq, "buffered", w.events, "buffered_bytes", w.bytes)
 	}
@@ -449,17 +468,15 @@ func (w *Writer) dropLocked(run Run, seq int64) {
 // AppendSync queues ev and waits until it is stored (ev.Frame is kept as by Append). If ctx ends first it returns ctx's error;
 // an event already queued stays queued and will still be stored, while one that could not be
 // queued (buffer full until ctx ended) is dropped and counted like Append's overflow.
-func (w *Writer) AppendSync(ctx context.Context, run Run, ev Event) error {
-	if err := validItem(run); err != nil {
-		return err
-	}
+func (r *Recording) AppendSync(ctx context.Context, ev Event) error {
+	w := r.w
 	w.mu.Lock()
 	for {
 		if w.closed {
 			w.mu.Unlock()
 			return ErrClosed
 		}
-		pos, ok := w.enqueue(item{run: run, ev: ev})
+		pos, ok := w.enqueue(item{rec: r, ev: ev})
 		if ok {
 			w.mu.Unlock()
 			w.signal()
@@ -473,9 +490,9 @@ func (w *Writer) AppendSync(ctx context.Context, run Run, ev Event) error {
 		case <-ctx.Done():
 			w.mu.Lock()
 			w.waiting(-1)
-			w.dropLocked(run, ev.Seq)
+			w.dropLocked(r, ev.Seq)
 			w.mu.Unlock()
-			return fmt.Errorf("queueing event %d of run %q: %w", ev.Seq, run.RunID, ctx.Err())
+			return fmt.Errorf("queueing event %d of run %q: %w", ev.Seq, r.run.RunID, ctx.Err())
 		}
 		w.mu.Lock()
 		w.waiting(-1)
@@ -526,32 +543,30 @@ func (w *Writer) Stored() uint64 { return w.done.Load() }
 // Finish queues the run's final status after its queued events. lastSeq is the seq of the
 // run's last event; a missing tail becomes a Gap. Finish never drops and never blocks (it
 // does not count against MaxBufferedEvents); after Shutdown it is ignored.
-func (w *Writer) Finish(run Run, status RunStatus, detail string, lastSeq int64) {
-	w.finish(run, status, detail, lastSeq)
+func (r *Recording) Finish(status RunStatus, detail string, lastSeq int64) {
+	r.finish(status, detail, lastSeq)
 }
 
 // FinishSync is Finish that waits until the status, and every event queued for the run before
 // it, is stored, or ctx ends (it then returns ctx's error; the status is still written
 // later). A caller that holds a run's terminal event back until FinishSync returns lets any
 // replica accept the thread's next run as soon as a client has seen that event.
-func (w *Writer) FinishSync(ctx context.Context, run Run, status RunStatus, detail string, lastSeq int64) error {
-	pos, ok := w.finish(run, status, detail, lastSeq)
+func (r *Recording) FinishSync(ctx context.Context, status RunStatus, detail string, lastSeq int64) error {
+	pos, ok := r.finish(status, detail, lastSeq)
 	if !ok {
 		return ErrClosed
 	}
-	return w.wait(ctx, pos)
+	return r.w.wait(ctx, pos)
 }
 
-func (w *Writer) finish(run Run, status RunStatus, detail string, lastSeq int64) (uint64, bool) {
-	if validItem(run) != nil {
-		return 0, false
-	}
+func (r *Recording) finish(status RunStatus, detail string, lastSeq int64) (uint64, bool) {
+	w := r.w
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return 0, false
 	}
-	pos, ok := w.enqueue(item{run: run, finish: &finishOp{status, detail, lastSeq}})
+	pos, ok := w.enqueue(item{rec: r, finish: &finishOp{status, detail, lastSeq}})
 	w.mu.Unlock()
 	w.signal()
 	return pos, ok
@@ -667,11 +682,6 @@ func (w *Writer) loop() {
 		w.events -= n
 		w.bytes -= size
 		w.done.Add(uint64(len(take)))
-		for _, it := range take {
-			if it.finish != nil {
-				delete(w.overflow, runID{it.run.ThreadID, it.run.RunID})
-			}
-		}
 		if w.head == len(w.q) {
 			w.q, w.head = w.q[:0], 0
 		} else if w.head > 4096 && w.head > len(w.q)/2 {
@@ -725,13 +735,12 @@ const (
 	appendStop                           // renewed, and RequestStop was called for the run
 )
 
-// LeasedSince reports whether an append renewed the lease of run threadID/run at t or
-// later (WriterConfig.Lease): its lease then runs until TTL after that.
-func (w *Writer) LeasedSince(threadID, run string, t time.Time) bool {
-	w.leaseMu.Lock()
-	at, ok := w.leased[runID{threadID, run}]
-	w.leaseMu.Unlock()
-	return ok && !at.Before(t)
+// LeasedSince reports whether an append renewed the run's lease at t or later
+// (WriterConfig.Lease): its lease then runs until TTL after that. It is false once the run's
+// finish is stored.
+func (r *Recording) LeasedSince(t time.Time) bool {
+	at := r.leasedAt.Load()
+	return at != 0 && at >= t.UnixNano()
 }
 
 // write stores take (n events plus finishes), retrying until it succeeds; false means the
@@ -860,13 +869,14 @@ func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, fi
 		}
 		f := it.finish
 		w.count(func(st *WriterStats) { st.RoundTrips++ })
-		err := w.cfg.Store.FinishRun(ctx, it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq)
+		run := it.rec.run
+		err := w.cfg.Store.FinishRun(ctx, run.ThreadID, run.RunID, f.status, f.detail, f.lastSeq)
 		if errors.Is(err, ErrRunNotFound) || errors.Is(err, ErrThreadNotFound) {
 			// The store lost the run: re-create its metadata (the store records the gap from
 			// lastSeq), then finish it.
 			w.count(func(st *WriterStats) { st.RoundTrips += 2 })
-			if err = w.cfg.Store.Append(ctx, []Batch{{Run: it.run}}); err == nil {
-				err = w.cfg.Store.FinishRun(ctx, it.run.ThreadID, it.run.RunID, f.status, f.detail, f.lastSeq)
+			if err = w.cfg.Store.Append(ctx, []Batch{{Run: run}}); err == nil {
+				err = w.cfg.Store.FinishRun(ctx, run.ThreadID, run.RunID, f.status, f.detail, f.lastSeq)
 			}
 		}
 		if err != nil {
@@ -882,18 +892,16 @@ func (w *Writer) attempt(batches []Batch, n int, appended *bool, take []item, fi
 // the runs it finished, and calls OnStop for the runs asked to stop.
 func (w *Writer) noteLeases(batches []Batch, fins []*finishOp, out []appendOutcome, start time.Time) {
 	stops := false
-	w.leaseMu.Lock()
+	at := start.UnixNano()
 	for i, b := range batches {
-		k := runID{b.Run.ThreadID, b.Run.RunID}
 		switch {
 		case fins != nil && fins[i] != nil:
-			delete(w.leased, k)
+			b.rec.leasedAt.Store(0)
 		case out[i] != appendNotLeased:
-			w.leased[k] = start
+			b.rec.leasedAt.Store(at)
 			stops = stops || out[i] == appendStop
 		}
 	}
-	w.leaseMu.Unlock()
 	if !stops || w.cfg.Lease.OnStop == nil {
 		return
 	}
@@ -915,7 +923,7 @@ func (w *Writer) count(f func(*WriterStats)) {
 // each of thousands of runs, and a fresh Batch (with its Run) and event slice per run per
 // batch was most of what recording allocated. Used by the writer's goroutine only.
 type batcher struct {
-	index   map[runID]int
+	gen     uint64 // of the batch being built: a Recording whose gen is this one has a batch in it
 	batches []Batch
 	counts  []int
 	at      []int // at[i]: the batch of take[i] (-1 for a finish)
@@ -927,9 +935,7 @@ const maxKeptBatches = 4096
 
 // group returns take's batches; they are valid until release.
 func (g *batcher) group(take []item) []Batch {
-	if g.index == nil {
-		g.index = make(map[runID]int)
-	}
+	g.gen++
 	n := 0
 	g.at = g.at[:0]
 	for _, it := range take {
@@ -937,7 +943,7 @@ func (g *batcher) group(take []item) []Batch {
 			g.at = append(g.at, -1)
 			continue
 		}
-		i := g.batchOf(it.run)
+		i := g.batchOf(it.rec)
 		g.at = append(g.at, i)
 		g.counts[i]++
 		n++
@@ -966,34 +972,32 @@ func (g *batcher) finishes(take []item) (batches []Batch, fins []*finishOp) {
 		if it.finish == nil {
 			continue
 		}
-		i := g.batchOf(it.run)
+		i := g.batchOf(it.rec)
 		fins = append(fins, make([]*finishOp, len(g.batches)-len(fins))...) // (no allocation for the make)
 		fins[i] = it.finish
 	}
 	return g.batches, fins
 }
 
-// batchOf returns the index of run's batch, adding one without events when it has none.
-func (g *batcher) batchOf(run Run) int {
-	id := runID{run.ThreadID, run.RunID}
-	i, ok := g.index[id]
-	if !ok {
-		i = len(g.batches)
-		g.index[id] = i
-		g.batches = append(g.batches, Batch{Run: run})
-		g.counts = append(g.counts, 0)
+// batchOf returns the index of rec's batch, adding one without events when it has none.
+func (g *batcher) batchOf(rec *Recording) int {
+	if rec.gen == g.gen {
+		return rec.batch
 	}
+	i := len(g.batches)
+	rec.gen, rec.batch = g.gen, i
+	g.batches = append(g.batches, Batch{Run: rec.run, rec: rec})
+	g.counts = append(g.counts, 0)
 	return i
 }
 
 // release lets go of the last batches' runs and frames, keeping the memory for the next.
 func (g *batcher) release() {
-	clear(g.index)
 	clear(g.batches)
 	clear(g.events)
 	g.batches, g.counts = g.batches[:0], g.counts[:0]
 	if cap(g.batches) > maxKeptBatches {
-		g.batches, g.counts, g.index = nil, nil, nil
+		g.batches, g.counts = nil, nil
 	}
 	if cap(g.at) > 8*maxKeptBatches {
 		g.at = nil

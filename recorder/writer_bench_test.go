@@ -35,14 +35,18 @@ func BenchmarkWriter(b *testing.B) {
 				b.ResetTimer()
 				var wg sync.WaitGroup
 				for i, r := range rs {
+					rec, err := w.Open(r)
+					if err != nil {
+						b.Fatal(err)
+					}
 					wg.Go(func() {
 						for seq := int64(1); seq <= int64(per); seq++ {
 							ev := recorder.Event{Seq: seq, Type: "TEXT_MESSAGE_CONTENT", Frame: frames[i]}
 							var err error
 							if d == recorder.DurabilitySync {
-								err = w.AppendSync(context.Background(), r, ev)
+								err = rec.AppendSync(context.Background(), ev)
 							} else {
-								for err = w.Append(r, ev); err == recorder.ErrBufferFull; err = w.Append(r, ev) {
+								for err = rec.Append(ev); err == recorder.ErrBufferFull; err = rec.Append(ev) {
 									w.Flush(context.Background()) // the benchmark measures throughput, not drops
 								}
 							}

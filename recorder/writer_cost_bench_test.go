@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,9 +20,9 @@ import (
 // one event of each of a few runs): the Writer writes rounds of `runs` events, one of each of
 // `runs` runs (36-character ids, 200-byte frames), each round one batch. It reports, per event,
 // the commands Redis executed (INFO commandstats, the commands scripts run included), the
-// network bytes Redis received and sent, the Writer's round trips, and the client's
-// allocations (b.N is the number of events). runs=1 is the quiet soak's batch, runs=16 a busier
-// one; runs=50/per=10 is the no-delay throughput profile (full batches). "lease-none" renews no
+// network bytes Redis received and sent, the Writer's round trips, the client's CPU time
+// (client-µs/event: this process, the benchmark's loop included) and allocations (b.N is the
+// number of events). runs=1 is the quiet soak's batch, runs=16 a busier one; runs=50/per=10 is the no-delay throughput profile (full batches). "lease-none" renews no
 // lease; "lease" is one lease renewal per run every 2 events, the proxy's renewals at the
 // default 2 s interval and one event per second ("lease-batch" all runs' in one call);
 // "lease-append" renews them with the appends instead (WriterConfig.Lease), as the proxy does
@@ -100,10 +101,17 @@ func benchWriterRedisCost(b *testing.B, runs, per int, lease leaseMode) {
 		refs[i] = recorder.RunRef{ThreadID: r.ThreadID, RunID: r.RunID}
 	}
 	frames := make([][]byte, runs)
+	recs := make([]*recorder.Recording, runs)
 	for i := range frames {
 		frames[i] = frame200(rs[i], 1)
+		rec, err := w.Open(rs[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs[i] = rec
 	}
 	before := redisCounters(b, c)
+	cpu0 := processCPU(b)
 	st0 := w.Stats()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -111,8 +119,8 @@ func benchWriterRedisCost(b *testing.B, runs, per int, lease leaseMode) {
 	for events < b.N {
 		for range per {
 			seq++
-			for i, r := range rs {
-				if err := w.Append(r, recorder.Event{Seq: seq, Type: "TEXT_MESSAGE_CONTENT", Frame: frames[i]}); err != nil {
+			for i, rec := range recs {
+				if err := rec.Append(recorder.Event{Seq: seq, Type: "TEXT_MESSAGE_CONTENT", Frame: frames[i]}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -136,14 +144,26 @@ func benchWriterRedisCost(b *testing.B, runs, per int, lease leaseMode) {
 		events += runs * per
 	}
 	b.StopTimer()
+	cpu := processCPU(b) - cpu0
 	after := redisCounters(b, c)
 	st := w.Stats()
 	n := float64(events)
 	b.ReportMetric(float64(after.calls-before.calls)/n, "cmds/event")
 	b.ReportMetric(float64(after.netIn+after.netOut-before.netIn-before.netOut)/n, "netB/event")
 	b.ReportMetric(float64(after.cpuUs-before.cpuUs)/n, "redis-µs/event")
+	b.ReportMetric(float64(cpu.Microseconds())/n, "client-µs/event")
 	b.ReportMetric(float64(st.RoundTrips-st0.RoundTrips)/n, "roundtrips/event")
 	b.ReportMetric(float64(after.evals-before.evals)/n, "scripts/event")
+}
+
+// processCPU returns the CPU time (user and system) this process has used: the client's
+// side of recording (the Writer, the store's client, go-redis), beside Redis's own.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 type redisCount struct{ calls, evals, netIn, netOut, cpuUs int64 }

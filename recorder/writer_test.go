@@ -85,6 +85,30 @@ func newTestWriter(t *testing.T, store recorder.Store, cfg recorder.WriterConfig
 	return w
 }
 
+// recordings holds the Recording each test opened per Writer and run, so that a test that
+// queues a run's events from several places does it through one Recording, as the proxy does.
+var recordings sync.Map // recordingKey -> *recorder.Recording
+
+type recordingKey struct {
+	w           *recorder.Writer
+	thread, run string
+}
+
+// recOf returns w's Recording of run, opening it the first time (an Open error fails the test).
+func recOf(tb testing.TB, w *recorder.Writer, run recorder.Run) *recorder.Recording {
+	tb.Helper()
+	k := recordingKey{w, run.ThreadID, run.RunID}
+	if r, ok := recordings.Load(k); ok {
+		return r.(*recorder.Recording)
+	}
+	r, err := w.Open(run)
+	if err != nil {
+		tb.Fatalf("Open(%s/%s): %v", run.ThreadID, run.RunID, err)
+	}
+	got, _ := recordings.LoadOrStore(k, r)
+	return got.(*recorder.Recording)
+}
+
 func testRun(thread, run string) recorder.Run {
 	return recorder.Run{ThreadID: thread, RunID: run, Epoch: recorder.NewEpoch(), Owner: "alice", Route: "/a"}
 }
@@ -123,13 +147,13 @@ func TestWriterAppendFlush(t *testing.T) {
 	}
 	for seq := int64(1); seq <= 500; seq++ {
 		for _, r := range runs {
-			if err := w.Append(r, testEvent(r, seq)); err != nil {
+			if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
 				t.Fatalf("Append(%s, %d) = %v", r.RunID, seq, err)
 			}
 		}
 	}
 	for _, r := range runs {
-		w.Finish(r, recorder.StatusFinished, "", 500)
+		recOf(t, w, r).Finish(recorder.StatusFinished, "", 500)
 	}
 	if err := w.Flush(t.Context()); err != nil {
 		t.Fatalf("Flush() = %v", err)
@@ -175,7 +199,7 @@ func TestWriterRetriesInOrder(t *testing.T) {
 		store.setFailing(true)
 		start := time.Now()
 		for seq := int64(1); seq <= 100; seq++ {
-			if err := w.Append(r, testEvent(r, seq)); err != nil {
+			if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
 				t.Fatalf("Append(%d) while the store fails = %v", seq, err)
 			}
 		}
@@ -203,7 +227,7 @@ func TestWriterRetriesInOrder(t *testing.T) {
 			t.Errorf("Stats().Queued while failing = %d, want 100", q)
 		}
 		store.setFailing(false)
-		w.Finish(r, recorder.StatusFinished, "", 100)
+		recOf(t, w, r).Finish(recorder.StatusFinished, "", 100)
 		if err := w.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +260,7 @@ func TestWriterOverflow(t *testing.T) {
 		var dropped []int64
 		start := time.Now()
 		for seq := int64(1); seq <= 25; seq++ {
-			err := w.Append(r, testEvent(r, seq))
+			err := recOf(t, w, r).Append(testEvent(r, seq))
 			switch {
 			case errors.Is(err, recorder.ErrBufferFull):
 				dropped = append(dropped, seq)
@@ -264,10 +288,10 @@ func TestWriterOverflow(t *testing.T) {
 		if err := w.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Append(r, testEvent(r, 26)); err != nil {
+		if err := recOf(t, w, r).Append(testEvent(r, 26)); err != nil {
 			t.Fatalf("Append(26) after the store recovered = %v", err)
 		}
-		w.Finish(r, recorder.StatusFinished, "", 28)
+		recOf(t, w, r).Finish(recorder.StatusFinished, "", 28)
 		if err := w.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +318,7 @@ func TestWriterAppendSync(t *testing.T) {
 		}
 		r := testRun("t", "r")
 		for seq := int64(1); seq <= 50; seq++ {
-			if err := w.AppendSync(t.Context(), r, testEvent(r, seq)); err != nil {
+			if err := recOf(t, w, r).AppendSync(t.Context(), testEvent(r, seq)); err != nil {
 				t.Fatalf("AppendSync(%d) = %v", seq, err)
 			}
 			got, err := store.Run(t.Context(), "t", "r")
@@ -308,7 +332,7 @@ func TestWriterAppendSync(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		if err := w.AppendSync(ctx, r, testEvent(r, 51)); !errors.Is(err, context.DeadlineExceeded) {
+		if err := recOf(t, w, r).AppendSync(ctx, testEvent(r, 51)); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("AppendSync while the store fails = %v, want context.DeadlineExceeded", err)
 		}
 		if d := time.Since(start); d != 5*time.Second {
@@ -335,7 +359,7 @@ func TestWriterAppendSyncBufferFull(t *testing.T) {
 		r := testRun("t", "r")
 		errs := make(chan error, 3)
 		for seq := int64(1); seq <= 2; seq++ {
-			go func() { errs <- w.AppendSync(t.Context(), r, testEvent(r, seq)) }()
+			go func() { errs <- recOf(t, w, r).AppendSync(t.Context(), testEvent(r, seq)) }()
 			// One after another, so seq order is queue order.
 			synctest.Wait()
 			if q := w.Stats().Queued; q != int(seq) {
@@ -343,10 +367,10 @@ func TestWriterAppendSyncBufferFull(t *testing.T) {
 			}
 		}
 		// Seq 3 waits for room: the buffer holds 1 and 2.
-		go func() { errs <- w.AppendSync(t.Context(), r, testEvent(r, 3)) }()
+		go func() { errs <- recOf(t, w, r).AppendSync(t.Context(), testEvent(r, 3)) }()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		if err := w.AppendSync(ctx, r, testEvent(r, 4)); !errors.Is(err, context.DeadlineExceeded) {
+		if err := recOf(t, w, r).AppendSync(ctx, testEvent(r, 4)); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("AppendSync with a full buffer and a ctx that ends = %v, want DeadlineExceeded", err)
 		}
 		if len(errs) != 0 {
@@ -375,26 +399,26 @@ func TestWriterShutdown(t *testing.T) {
 		w := recorder.NewWriter(recorder.WriterConfig{Store: store, RetryMin: time.Millisecond})
 		r := testRun("t", "r")
 		for seq := int64(1); seq <= 10; seq++ {
-			w.Append(r, testEvent(r, seq))
+			recOf(t, w, r).Append(testEvent(r, seq))
 		}
 		if err := w.Shutdown(t.Context()); err != nil {
 			t.Fatalf("Shutdown() = %v", err)
 		}
 		checkStored(t, store, r, 10)
-		if err := w.Append(r, testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
+		if err := recOf(t, w, r).Append(testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
 			t.Errorf("Append after Shutdown = %v, want ErrClosed", err)
 		}
-		if err := w.AppendSync(t.Context(), r, testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
+		if err := recOf(t, w, r).AppendSync(t.Context(), testEvent(r, 11)); !errors.Is(err, recorder.ErrClosed) {
 			t.Errorf("AppendSync after Shutdown = %v, want ErrClosed", err)
 		}
-		w.Finish(r, recorder.StatusFinished, "", 10) // ignored, must not panic or block
+		recOf(t, w, r).Finish(recorder.StatusFinished, "", 10) // ignored, must not panic or block
 		if err := w.Shutdown(t.Context()); err != nil {
 			t.Errorf("second Shutdown() = %v, want nil", err)
 		}
 
 		dead := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), failing: true}
 		w = recorder.NewWriter(recorder.WriterConfig{Store: dead, RetryMin: time.Millisecond})
-		w.Append(r, testEvent(r, 1))
+		recOf(t, w, r).Append(testEvent(r, 1))
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -419,7 +443,7 @@ func TestWriterFinishRecreatesLostRun(t *testing.T) {
 	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
 	w := newTestWriter(t, store, recorder.WriterConfig{})
 	r := testRun("t", "r")
-	w.Finish(r, recorder.StatusError, "lost", 7)
+	recOf(t, w, r).Finish(recorder.StatusError, "lost", 7)
 	if err := w.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -429,16 +453,26 @@ func TestWriterFinishRecreatesLostRun(t *testing.T) {
 	}
 }
 
+// TestWriterRefusesInvalidIDs: Open refuses a run whose ids or epoch a store would refuse
+// forever, so none of its events ever reaches the queue.
 func TestWriterRefusesInvalidIDs(t *testing.T) {
 	w := newTestWriter(t, recorder.NewMemoryStore(recorder.MemoryConfig{}), recorder.WriterConfig{})
-	bad := testRun("t{x}", "r")
-	if err := w.Append(bad, testEvent(testRun("t", "r"), 1)); !errors.Is(err, agui.ErrInvalidID) {
-		t.Errorf("Append(hostile thread id) = %v, want agui.ErrInvalidID", err)
-	}
 	noEpoch := testRun("t", "r")
 	noEpoch.Epoch = ""
-	if err := w.AppendSync(t.Context(), noEpoch, testEvent(noEpoch, 1)); !errors.Is(err, recorder.ErrInvalidEpoch) {
-		t.Errorf("AppendSync(no epoch) = %v, want ErrInvalidEpoch", err)
+	hostileParent := testRun("t", "r")
+	hostileParent.ParentRunID = "p q"
+	for _, c := range []struct {
+		run  recorder.Run
+		want error
+	}{
+		{testRun("t{x}", "r"), agui.ErrInvalidID},
+		{testRun("t", "r\n"), agui.ErrInvalidID},
+		{hostileParent, agui.ErrInvalidID},
+		{noEpoch, recorder.ErrInvalidEpoch},
+	} {
+		if rec, err := w.Open(c.run); rec != nil || !errors.Is(err, c.want) {
+			t.Errorf("Open(thread %q, run %q, parent %q, epoch %q) = %v, %v; want %v", c.run.ThreadID, c.run.RunID, c.run.ParentRunID, c.run.Epoch, rec, err, c.want)
+		}
 	}
 	if st := w.Stats(); st.Queued != 0 {
 		t.Errorf("Stats().Queued = %d, want 0", st.Queued)
@@ -460,16 +494,16 @@ func TestWriterConcurrent(t *testing.T) {
 			for seq := int64(1); seq <= events; seq++ {
 				var err error
 				if i%4 == 0 {
-					err = w.AppendSync(context.Background(), r, testEvent(r, seq))
+					err = recOf(t, w, r).AppendSync(context.Background(), testEvent(r, seq))
 				} else {
-					err = w.Append(r, testEvent(r, seq))
+					err = recOf(t, w, r).Append(testEvent(r, seq))
 				}
 				if err != nil {
 					t.Errorf("append %s/%d: %v", r.RunID, seq, err)
 					return
 				}
 			}
-			w.Finish(r, recorder.StatusFinished, "", events)
+			recOf(t, w, r).Finish(recorder.StatusFinished, "", events)
 		})
 	}
 	wg.Wait()
@@ -492,7 +526,7 @@ func TestWriterNoGoroutineLeak(t *testing.T) {
 		for range 10 {
 			w := recorder.NewWriter(recorder.WriterConfig{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})})
 			r := testRun("t", "r")
-			w.Append(r, testEvent(r, 1))
+			recOf(t, w, r).Append(testEvent(r, 1))
 			if err := w.Shutdown(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -539,12 +573,12 @@ func testWriterBackpressure(t *testing.T) {
 	for _, r := range runs {
 		wg.Go(func() {
 			for seq := int64(1); seq <= n; seq++ {
-				if err := w.Append(r, testEvent(r, seq)); err != nil {
+				if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
 					t.Errorf("Append(%s, %d) = %v, want nil (backpressure, no drop)", r.RunID, seq, err)
 					return
 				}
 			}
-			w.Finish(r, recorder.StatusFinished, "", n)
+			recOf(t, w, r).Finish(recorder.StatusFinished, "", n)
 		})
 	}
 	wg.Wait()
@@ -572,7 +606,7 @@ func TestWriterNoWait(t *testing.T) {
 	r := testRun("t", "r")
 	var errs []error
 	for seq := int64(1); seq <= 3; seq++ {
-		errs = append(errs, w.Append(r, testEvent(r, seq)))
+		errs = append(errs, recOf(t, w, r).Append(testEvent(r, seq)))
 	}
 	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], recorder.ErrBufferFull) {
 		t.Errorf("Append errors = %v, want nil, nil, ErrBufferFull", errs)
@@ -606,7 +640,7 @@ func TestWriterBusyLinger(t *testing.T) {
 	// The first batch (one run) is held in the store while BusyRuns runs queue an event
 	// each: they go together in the second batch.
 	first := testRun("busy", "first")
-	if err := w.Append(first, testEvent(first, 1)); err != nil {
+	if err := recOf(t, w, first).Append(testEvent(first, 1)); err != nil {
 		t.Fatal(err)
 	}
 	waitAppends(1)
@@ -614,7 +648,7 @@ func TestWriterBusyLinger(t *testing.T) {
 	for i := range recorder.BusyRuns {
 		r := testRun("busy", fmt.Sprintf("r%d", i))
 		runs = append(runs, r)
-		if err := w.Append(r, testEvent(r, 1)); err != nil {
+		if err := recOf(t, w, r).Append(testEvent(r, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -626,7 +660,7 @@ func TestWriterBusyLinger(t *testing.T) {
 	close(gate) // every later batch goes through at once
 
 	// After the busy batch, the next event waits BusyLinger (an hour).
-	if err := w.Append(runs[0], testEvent(runs[0], 2)); err != nil {
+	if err := recOf(t, w, runs[0]).Append(testEvent(runs[0], 2)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -639,7 +673,7 @@ func TestWriterBusyLinger(t *testing.T) {
 	checkStored(t, store, runs[0], 2)
 
 	// After a batch of one run, the next event waits only Linger.
-	if err := w.Append(runs[0], testEvent(runs[0], 3)); err != nil {
+	if err := recOf(t, w, runs[0]).Append(testEvent(runs[0], 3)); err != nil {
 		t.Fatal(err)
 	}
 	waitAppends(4)
@@ -661,11 +695,11 @@ func TestWriterLinger(t *testing.T) {
 	appends := func() int { store.mu.Lock(); defer store.mu.Unlock(); return store.appends }
 
 	// The first batch goes at once (no batch before it); the next events then wait.
-	if err := w.AppendSync(ctx, r, testEvent(r, 1)); err != nil {
+	if err := recOf(t, w, r).AppendSync(ctx, testEvent(r, 1)); err != nil {
 		t.Fatal(err)
 	}
 	for seq := int64(2); seq <= 5; seq++ {
-		if err := w.Append(r, testEvent(r, seq)); err != nil {
+		if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -674,7 +708,7 @@ func TestWriterLinger(t *testing.T) {
 	}
 	// A run's end waited on (FinishSync) takes the lingering events with it, in one batch.
 	before := appends()
-	if err := w.FinishSync(ctx, r, recorder.StatusFinished, "", 5); err != nil {
+	if err := recOf(t, w, r).FinishSync(ctx, recorder.StatusFinished, "", 5); err != nil {
 		t.Fatalf("FinishSync while lingering: %v", err)
 	}
 	if n := appends() - before; n != 1 {
@@ -684,7 +718,7 @@ func TestWriterLinger(t *testing.T) {
 
 	// Flush ends a linger as well.
 	r2 := testRun("linger", "b")
-	if err := w.Append(r2, testEvent(r2, 1)); err != nil {
+	if err := recOf(t, w, r2).Append(testEvent(r2, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(ctx); err != nil {
@@ -694,7 +728,7 @@ func TestWriterLinger(t *testing.T) {
 
 	// A full batch goes without anyone waiting.
 	for seq := int64(2); seq <= 9; seq++ {
-		if err := w.Append(r2, testEvent(r2, seq)); err != nil {
+		if err := recOf(t, w, r2).Append(testEvent(r2, seq)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -708,7 +742,7 @@ func TestWriterLinger(t *testing.T) {
 	checkStored(t, store, r2, 9)
 
 	// Shutdown writes what lingers.
-	if err := w.Append(r2, testEvent(r2, 10)); err != nil {
+	if err := recOf(t, w, r2).Append(testEvent(r2, 10)); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Shutdown(ctx); err != nil {
@@ -731,16 +765,16 @@ func TestWriterLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now()
-	if w.LeasedSince("t", "r", before.Add(-time.Hour)) {
+	if recOf(t, w, r).LeasedSince(before.Add(-time.Hour)) {
 		t.Fatal("LeasedSince before any append")
 	}
-	if err := w.Append(r, testEvent(r, 1)); err != nil {
+	if err := recOf(t, w, r).Append(testEvent(r, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !w.LeasedSince("t", "r", before) || w.LeasedSince("t", "r", time.Now().Add(time.Second)) || w.LeasedSince("t", "other", before) {
+	if !recOf(t, w, r).LeasedSince(before) || recOf(t, w, r).LeasedSince(time.Now().Add(time.Second)) || recOf(t, w, testRun("t", "other")).LeasedSince(before) {
 		t.Fatal("LeasedSince does not say the append renewed the lease (and only then, only that run's)")
 	}
 	got, err := s.Run(ctx, "t", "r")
@@ -753,7 +787,7 @@ func TestWriterLease(t *testing.T) {
 	if err := s.RequestStop(ctx, "t", "r"); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Append(r, testEvent(r, 2)); err != nil {
+	if err := recOf(t, w, r).Append(testEvent(r, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(ctx); err != nil {
@@ -767,10 +801,10 @@ func TestWriterLease(t *testing.T) {
 	default:
 		t.Fatal("a stop requested for a streaming run did not reach OnStop with its next append")
 	}
-	if err := w.FinishSync(ctx, r, recorder.StatusError, "CANCELLED", 2); err != nil {
+	if err := recOf(t, w, r).FinishSync(ctx, recorder.StatusError, "CANCELLED", 2); err != nil {
 		t.Fatal(err)
 	}
-	if w.LeasedSince("t", "r", before) {
+	if recOf(t, w, r).LeasedSince(before) {
 		t.Fatal("LeasedSince still vouches for a finished run")
 	}
 	checkStored(t, s, r, 2)
@@ -791,7 +825,7 @@ func appendAll(t *testing.T, w *recorder.Writer, r recorder.Run, events []record
 	go func() {
 		defer close(done)
 		for _, ev := range events {
-			if err := w.Append(r, ev); err != nil {
+			if err := recOf(t, w, r).Append(ev); err != nil {
 				t.Errorf("Append(%d) = %v, want nil (backpressure, no drop)", ev.Seq, err)
 				return
 			}
@@ -889,13 +923,13 @@ func TestWriterLingerBatchBytes(t *testing.T) {
 		e.Frame = append(e.Frame[:len(e.Frame)-1], ":"+strings.Repeat("x", pad)+"\n\n"...)
 		return e
 	}
-	if err := w.AppendSync(ctx, r, large(1)); err != nil { // (the first batch goes at once)
+	if err := recOf(t, w, r).AppendSync(ctx, large(1)); err != nil { // (the first batch goes at once)
 		t.Fatal(err)
 	}
 	for round, last := 0, int64(1); round < 2; round++ {
 		for range 4 {
 			last++
-			if err := w.Append(r, large(last)); err != nil {
+			if err := recOf(t, w, r).Append(large(last)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -59,7 +59,7 @@
 //
 // The busy rule reads the previous run's status, so whoever pumps a run must have the store
 // record the run's end before a client sees its terminal event (the proxy does, with
-// recorder.Writer.FinishSync): a client that saw a run end can then start the next run at
+// recorder.Recording.FinishSync): a client that saw a run end can then start the next run at
 // once, on any replica. The proxy stores the run's checkpoint then too (Service.Checkpoint;
 // not on the disk store, where it is two synced writes), so that next run start finds it.
 //

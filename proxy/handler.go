@@ -23,6 +23,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/inspector"
 	"github.com/agui-proxy/agui-proxy/internal/inflight"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/internal/readahead"
 	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/thread"
@@ -99,8 +100,18 @@ func New(cfg Config) (*Handler, error) {
 		t.MaxIdleConnsPerHost = 256
 		// Each upstream connection holds its buffers for a stream's whole life: 1 KiB each
 		// instead of 4 (a run's events are read through the sse.Reader's own buffer; larger
-		// reads and writes bypass these).
+		// reads and writes bypass these). An agent that streams faster than it is read gets
+		// larger reads anyway: the connection reads ahead, into a buffer it holds only while
+		// the burst lasts (readahead.Conn).
 		t.ReadBufferSize, t.WriteBufferSize = 1<<10, 1<<10
+		dial := t.DialContext
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return readahead.New(c), nil
+		}
 		transport = t
 	}
 	h.rp = &httputil.ReverseProxy{

@@ -81,13 +81,14 @@ stop_proxies() {
 bench() { # name profile url pid [extra...]
   local name=$1 p=$2 url=$3 pid=$4; shift 4
   echo "== profile $p: $name"
-  ./bin/agui-bench -url "$url" $(args "$p") -pid "$pid" -redis 127.0.0.1:$redis_port -json "$@" >"$out/$p-$name.json" || true
+  ./bin/agui-bench -url "$url" $(args "$p") -pid "$pid" -agent-pid "$agent" -redis 127.0.0.1:$redis_port -json "$@" >"$out/$p-$name.json" || true
   jq -r '"runs \(.runs_completed)/\(.runs) refused \(.refused) cut \(.cut) | p50 \(.latency.p50_ms)ms p99 \(.latency.p99_ms)ms first-event p99 \(.time_to_first_event.p99_ms)ms | " +
     (if .next_run_first_event then "next-run first event p50 \(.next_run_first_event.p50_ms)ms p99 \(.next_run_first_event.p99_ms)ms, \(.dials_per_run*100|floor/100) connections per run | " else "" end) +
     (if .history then "last tenth of runs: first event p50 \(.last_runs_first_event.p50_ms)ms p99 \(.last_runs_first_event.p99_ms)ms, cpu \(if .target then (.target.cpu_us_per_event*.events/.runs_completed/1000*100|floor/100) else "-" end)ms/run | " else "" end) +
     (if .latency_by_phase then "p99 by phase: opening \(.latency_by_phase.opening.p99_ms)ms steady \(.latency_by_phase.steady.p99_ms)ms closing \(.latency_by_phase.closing.p99_ms)ms | " else "" end) +
     (if .target then "cpu \(.target.cpu_us_per_event|floor)us/event rss \(.target.rss_per_stream_bytes/1024|floor)KiB/stream peak \(.target.peak_rss_bytes/1048576|floor)MiB fds \(.target.peak_fds) | " else "" end) +
     "redis \(.redis.commands_per_event // 0 | .*1000|floor/1000) cmd/event \(.redis.net_bytes_per_event // 0 | floor) B/event \(.redis.cpu_us_per_event // 0 | .*10|floor/10)us/event | \(.events_per_second|floor) ev/s" +
+    (if .cpu_budget then " | machine cpu/event: agent \(.cpu_budget.agent_us_per_event*10|floor/10) + bench \(.cpu_budget.client_us_per_event*10|floor/10) + target \(.cpu_budget.target_us_per_event*10|floor/10) + redis \(.cpu_budget.redis_us_per_event*10|floor/10) = \(.cpu_budget.total_us_per_event*10|floor/10)us, \(.cpu_budget.busy*100|floor)% of \(.cpu_budget.cores) cores busy, allows \(.cpu_budget.ceiling_events_per_second|floor) ev/s" else "" end) +
     (if .fanout then " | fan-out \(.fanout.completed)/\(.fanout.attachers) \(.fanout.rss_per_attacher_bytes/1024|floor)KiB/attacher redis \(.fanout.redis_commands_per_live_event*100|floor/100) cmd/event once attached \(.fanout.cpu_us_per_delivered_event*100|floor/100)us/delivered p99 \(.fanout.latency.p99_ms)ms" else "" end) +
     (if .follow then " | follow \(.follow.replay_complete)/\(.follow.followers) replay_complete, next run reached \(.follow.reached_by_next_run) | \(.follow.rss_per_follower_bytes/1024*10|floor/10)KiB/follower rss, heap \((.follow.heap_per_follower_bytes // 0)/1024*10|floor/10)KiB stack \((.follow.stack_per_follower_bytes // 0)/1024*10|floor/10)KiB goroutines \((.follow.goroutines_per_follower // 0)*100|floor/100)/follower" + (if (.follow.errors|length) > 0 then " errors \(.follow.errors)" else "" end) else "" end) +
     (if (.errors|length) > 0 then " | errors \(.errors)" else "" end)' "$out/$p-$name.json"

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -28,11 +29,13 @@ var errRemote = errors.New("target is not a loopback address (use -allow-remote)
 
 // options are the bench parameters, from the command line.
 type options struct {
-	URL         string
-	C           int
-	Events      int
-	Interval    time.Duration
-	PID         int
+	URL      string
+	C        int
+	Events   int
+	Interval time.Duration
+	PID      int
+	// AgentPID is the agent's process, whose CPU goes into Budget (0: not measured).
+	AgentPID    int
 	Scenario    string
 	Size        int
 	Duration    time.Duration
@@ -138,6 +141,22 @@ type target struct {
 	PeakFDs int `json:"peak_fds"`
 }
 
+// budget is where the machine's CPU went, per event: the agent, this load generator, the target
+// (a proxy; 0 when the target is the agent itself) and Redis (with -redis). When the total
+// is near Cores × 1e6 µs per second of wall time, the run was bounded by the machine's CPU,
+// and Ceiling is the most events per second these costs allow on it.
+type budget struct {
+	AgentMicros  float64 `json:"agent_us_per_event"`
+	ClientMicros float64 `json:"client_us_per_event"`
+	TargetMicros float64 `json:"target_us_per_event"`
+	RedisMicros  float64 `json:"redis_us_per_event"`
+	TotalMicros  float64 `json:"total_us_per_event"`
+	Cores        int     `json:"cores"`
+	// Busy is the share of the cores the four used over the run's wall time.
+	Busy    float64 `json:"busy"`
+	Ceiling float64 `json:"ceiling_events_per_second"`
+}
+
 // result is the bench report.
 type result struct {
 	URL             string  `json:"url"`
@@ -172,6 +191,8 @@ type result struct {
 	DurationHit bool           `json:"duration_limit_hit"`
 	Target      *target        `json:"target,omitempty"`
 	ClientCPU   float64        `json:"client_cpu_seconds"`
+	// Budget is the machine's CPU per event, process by process (with -agent-pid).
+	Budget *budget `json:"cpu_budget,omitempty"`
 	// Refused counts runs that got no event stream (an HTTP error status or no connection);
 	// Cut counts runs whose stream started but ended without RUN_FINISHED.
 	Refused int       `json:"refused"`
@@ -263,6 +284,12 @@ func bench(ctx context.Context, opts options) (*result, error) {
 			return nil, fmt.Errorf("reading target rss: %w", err)
 		}
 		defer smp.stop()
+	}
+	var agentCPU0 float64
+	if opts.AgentPID > 0 {
+		if agentCPU0, err = procCPU(opts.AgentPID); err != nil {
+			return nil, fmt.Errorf("reading agent cpu: %w", err)
+		}
 	}
 	var attCPU0 float64
 	fanSmp := smp // the process whose memory the attachers cost
@@ -481,7 +508,36 @@ func bench(ctx context.Context, opts options) (*result, error) {
 		t.RSSPerStreamBytes = (t.PeakRSSBytes - t.StartRSSBytes) / streams
 		res.Target = t
 	}
+	if opts.AgentPID > 0 && res.Events > 0 {
+		agentCPU1, err := procCPU(opts.AgentPID)
+		if err != nil {
+			return nil, fmt.Errorf("reading agent cpu: %w", err)
+		}
+		res.Budget = newBudget(res, agentCPU1-agentCPU0, opts.AgentPID == opts.PID)
+	}
 	return res, nil
+}
+
+// newBudget divides the CPU the run cost among its events: agentSeconds the agent's, and the
+// client's, the target's and Redis's from res. targetIsAgent: the target is the agent served
+// directly (its CPU is counted once, as the agent's).
+func newBudget(res *result, agentSeconds float64, targetIsAgent bool) *budget {
+	n := float64(res.Events)
+	b := &budget{AgentMicros: agentSeconds / n * 1e6, ClientMicros: res.ClientCPU / n * 1e6, Cores: runtime.NumCPU()}
+	if res.Target != nil && !targetIsAgent {
+		b.TargetMicros = res.Target.CPUMicrosPerEvt
+	}
+	if res.Redis != nil {
+		b.RedisMicros = res.Redis.CPUMicrosPerEvent
+	}
+	b.TotalMicros = b.AgentMicros + b.ClientMicros + b.TargetMicros + b.RedisMicros
+	if b.TotalMicros > 0 {
+		b.Ceiling = float64(b.Cores) * 1e6 / b.TotalMicros
+	}
+	if res.WallSeconds > 0 {
+		b.Busy = b.TotalMicros * n / 1e6 / res.WallSeconds / float64(b.Cores)
+	}
+	return b
 }
 
 // ramped calls open(i) for i in [0, n), spreading the calls evenly over ramp (all at once

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,7 +34,7 @@ func baseOptions(url string) options {
 // point at the test binary itself.
 func TestBenchAgainstDemoAgent(t *testing.T) {
 	opts := baseOptions(startDemo(t))
-	opts.C, opts.Events, opts.PID = 4, 50, os.Getpid()
+	opts.C, opts.Events, opts.PID, opts.AgentPID = 4, 50, os.Getpid(), os.Getpid()
 	res, err := bench(t.Context(), opts)
 	if err != nil {
 		t.Fatalf("bench() error = %v", err)
@@ -47,6 +48,31 @@ func TestBenchAgainstDemoAgent(t *testing.T) {
 	}
 	if res.Target == nil || res.Target.PeakRSSBytes <= 0 || res.Target.CPUSeconds < 0 || res.Target.PID != os.Getpid() {
 		t.Errorf("bench() target = %+v, want this process's rss and cpu", res.Target)
+	}
+	// The agent is the target here: its CPU is counted once, as the agent's.
+	if b := res.Budget; b == nil || b.TargetMicros != 0 || b.AgentMicros < 0 || b.Cores < 1 || b.TotalMicros != b.AgentMicros+b.ClientMicros {
+		t.Errorf("bench() budget = %+v, want the agent's and the client's CPU only", res.Budget)
+	}
+}
+
+// TestNewBudget: the machine's CPU per event, process by process, the share of the cores
+// busy over the run and the throughput those costs allow.
+func TestNewBudget(t *testing.T) {
+	res := &result{Events: 1000, WallSeconds: 0.01, ClientCPU: 0.002,
+		Target: &target{CPUMicrosPerEvt: 3}, Redis: &redisUse{CPUMicrosPerEvent: 4}}
+	b := newBudget(res, 0.005, false)
+	if b.AgentMicros != 5 || b.ClientMicros != 2 || b.TargetMicros != 3 || b.RedisMicros != 4 || b.TotalMicros != 14 {
+		t.Fatalf("budget = %+v, want 5 + 2 + 3 + 4 = 14 µs per event", b)
+	}
+	// 14 ms of CPU over 10 ms of wall time.
+	if want := 1.4 / float64(b.Cores); math.Abs(b.Busy-want) > 1e-9 {
+		t.Errorf("busy = %v, want %v", b.Busy, want)
+	}
+	if want := float64(b.Cores) * 1e6 / 14; math.Abs(b.Ceiling-want) > 1e-6 {
+		t.Errorf("ceiling = %v, want %v", b.Ceiling, want)
+	}
+	if d := newBudget(res, 0.005, true); d.TargetMicros != 0 || d.TotalMicros != 11 {
+		t.Errorf("target is the agent: budget = %+v, want its CPU counted once", d)
 	}
 }
 

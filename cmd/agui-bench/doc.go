@@ -10,7 +10,11 @@
 //   - errors by kind (HTTP status, read error, stream without RUN_FINISHED, RUN_ERROR);
 //   - with -pid, the target process's CPU seconds (utime+stime delta from /proc/PID/stat)
 //     per event and its peak RSS (VmHWM from /proc/PID/status; a high-water mark since the
-//     process started, not only during the run).
+//     process started, not only during the run);
+//   - with -agent-pid, the machine's CPU per event, process by process (the agent, this tool,
+//     the -pid target, Redis with -redis), the share of the cores they kept busy, and the
+//     events per second those costs allow on this machine's cores: a run that kept the cores
+//     busy was bounded by them, whatever the target.
 //
 // Chat mode (-runs K) has each of the C streams perform K runs one after another, each on a
 // thread of its own, the next POSTed as soon as the previous one ended, as a chat client

@@ -69,6 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Events, "events", 100, "events per run asked from the agent (0..10000000)")
 	fs.DurationVar(&o.Interval, "interval", time.Millisecond, "pause between events, whole milliseconds (0 = none)")
 	fs.IntVar(&o.PID, "pid", 0, "measure this process's CPU and peak RSS (Linux /proc)")
+	fs.IntVar(&o.AgentPID, "agent-pid", 0, "measure the agent's CPU too, and report the machine's CPU per event (agent, this tool, -pid, -redis) and the throughput it allows")
 	fs.StringVar(&o.Scenario, "scenario", "bench", "demo agent scenario")
 	fs.IntVar(&o.Size, "size", 0, "scenario size parameter in bytes (0 = agent default)")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Minute, "upper bound on the whole bench")
@@ -150,8 +151,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if !strings.HasPrefix(o.AttachPrefix, "/") || !strings.HasSuffix(o.AttachPrefix, "/") {
 		errs = append(errs, fmt.Errorf("-attach-prefix %q: want /.../", o.AttachPrefix))
 	}
-	if o.PID < 0 || o.AttachPID < 0 || o.Size < 0 || o.MaxEvent < 1 {
-		errs = append(errs, errors.New("-pid, -attach-pid, -size and -max-event must not be negative"))
+	if o.PID < 0 || o.AttachPID < 0 || o.AgentPID < 0 || o.Size < 0 || o.MaxEvent < 1 {
+		errs = append(errs, errors.New("-pid, -attach-pid, -agent-pid, -size and -max-event must not be negative"))
 	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
@@ -207,6 +208,10 @@ func printText(w io.Writer, r *result) {
 		fmt.Fprintf(w, "redis       %d commands, %.3f per event\n", r.Redis.Commands, r.Redis.PerEvent)
 	}
 	fmt.Fprintf(w, "bench cpu   %.3fs\n", r.ClientCPU)
+	if b := r.Budget; b != nil {
+		fmt.Fprintf(w, "cpu budget  per event: agent %.2fus + bench %.2fus + target %.2fus + redis %.2fus = %.2fus; %.0f%% of %d cores busy; these costs allow %.0f events/s\n",
+			b.AgentMicros, b.ClientMicros, b.TargetMicros, b.RedisMicros, b.TotalMicros, 100*b.Busy, b.Cores, b.Ceiling)
+	}
 	if len(r.Errors) == 0 {
 		fmt.Fprintln(w, "errors      0")
 		return

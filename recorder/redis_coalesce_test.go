@@ -143,14 +143,25 @@ func TestRedisCoalescedCallDroppedWhenCallerLeft(t *testing.T) {
 		t.Fatalf("%d senders in flight after the lone reads returned, want 0", n)
 	}
 	// Reads whose callers keep waiting (no deadline: never sent inline) fill every sender
-	// slot, so the next call is queued, not sent.
-	reads := make(chan error, 4)
-	for i := range 4 {
-		go func() {
+	// slot, so the next call is queued, not sent. Two reads queued at once may be taken by
+	// one sender (the other, started for the second, then finds nothing and ends): reads are
+	// started until every slot holds a stuck pipeline, at most maxReads of them, and the test
+	// fails rather than waits for ever.
+	const slots, maxReads = 4, 64
+	reads := make(chan error, maxReads)
+	started := 0
+	giveUp := time.Now().Add(30 * time.Second)
+	for recorder.CoalescerSenders(s) < slots {
+		if started == maxReads || time.Now().After(giveUp) {
+			t.Fatalf("%d senders in flight after %d reads while Redis is paused, want %d", recorder.CoalescerSenders(s), started, slots)
+		}
+		before := recorder.CoalescerSenders(s)
+		go func(i int) {
 			_, err := s.Thread(t.Context(), fmt.Sprintf("w%d", i))
 			reads <- err
-		}()
-		for recorder.CoalescerSenders(s) <= i {
+		}(started)
+		started++
+		for wait := time.Now().Add(time.Second); recorder.CoalescerSenders(s) <= before && time.Now().Before(wait); {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -162,7 +173,7 @@ func TestRedisCoalescedCallDroppedWhenCallerLeft(t *testing.T) {
 	}
 	srv.Continue()
 	stopped = false
-	for range 4 {
+	for range started {
 		if err := <-reads; !errors.Is(err, recorder.ErrThreadNotFound) {
 			t.Fatalf("a read waiting through the pause = %v, want ErrThreadNotFound", err)
 		}

@@ -122,6 +122,13 @@ func TestRedisCoalescedCallDroppedWhenCallerLeft(t *testing.T) {
 	if _, err := s.CreateRun(t.Context(), testRun("warm", "r"), recorder.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Its sender goroutine ends after it answered: a call queued before then would be sent by
+	// it, not inline.
+	for giveUp := time.Now().Add(10 * time.Second); recorder.CoalescerSenders(s) != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(giveUp) {
+			t.Fatalf("%d senders still in flight after the warm-up answered", recorder.CoalescerSenders(s))
+		}
+	}
 	srv.Stop()
 	stopped := true
 	defer func() {

@@ -3,10 +3,13 @@ package readahead
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -187,5 +190,51 @@ func TestReadAheadErrorAfterBytes(t *testing.T) {
 	}
 	if n, err := c.Read(p); n != 0 || !errors.Is(err, boom) {
 		t.Fatalf("after the bytes: %d, %v; want 0 and the connection's error", n, err)
+	}
+}
+
+// TestReadAheadUnderTLS: the proxy wraps the TCP connection, so an https upstream's TLS (and
+// HTTP/2, when negotiated) reads through a Conn; a response streamed in bursts arrives whole
+// either way.
+func TestReadAheadUnderTLS(t *testing.T) {
+	body := bytes.Repeat([]byte("data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"delta\":\"xyz\"}\n\n"), 20000)
+	for _, h2 := range []bool{false, true} {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for rest := body; len(rest) > 0; {
+				n := min(len(rest), 37<<10)
+				w.Write(rest[:n])
+				w.(http.Flusher).Flush()
+				rest = rest[n:]
+			}
+		}))
+		srv.EnableHTTP2 = h2
+		srv.StartTLS()
+		defer srv.Close()
+		tr := srv.Client().Transport.(*http.Transport).Clone()
+		tr.ForceAttemptHTTP2 = h2
+		tr.ReadBufferSize = 1 << 10
+		wrapped := 0
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			wrapped++
+			return New(c), nil
+		}
+		res, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		if err != nil {
+			t.Fatalf("h2=%v: %v", h2, err)
+		}
+		got, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || !bytes.Equal(got, body) || wrapped != 1 {
+			t.Fatalf("h2=%v: read %d bytes (%v) through %d wrapped connections, want the %d sent through one", h2, len(got), err, wrapped, len(body))
+		}
+		if h2 && res.ProtoMajor != 2 {
+			t.Errorf("h2=%v: served over HTTP/%d", h2, res.ProtoMajor)
+		}
+		tr.CloseIdleConnections()
 	}
 }

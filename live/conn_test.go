@@ -12,36 +12,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection; small shrinks both socket
 // buffers so that a client that does not read fills them after a few KiB.
 func tcpPair(t *testing.T, small bool) (server, client *net.TCPConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-accepted
-	if s == nil {
-		t.Fatal("accept failed")
-	}
-	server, client = s.(*net.TCPConn), c.(*net.TCPConn)
+	client, server = runtest.TCPPair(t)
 	if small {
 		server.SetWriteBuffer(4 << 10)
 		client.SetReadBuffer(4 << 10)
 	}
-	t.Cleanup(func() { server.Close(); client.Close() })
 	return server, client
 }
 

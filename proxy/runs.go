@@ -489,7 +489,7 @@ func (r *run) record(typ string, data, frame []byte) error {
 		return nil
 	}
 	ev := recorder.Event{Seq: r.seq, Type: typ, Frame: frame}
-	if r.h.cfg.Durability != recorder.DurabilitySync || r.final {
+	if r.recordsLater() { // async (recording is on here)
 		// A drop (store stuck past FullWait) is counted, logged and marked as a gap by the
 		// writer; its position 0 lets the backlog forget it (the store will never have it).
 		if r.flush == nil {

@@ -73,6 +73,3 @@ func (c *Conn) release() {
 	buffers.Put(c.buf)
 	c.buf, c.r, c.w = nil, 0, 0
 }
-
-// Buffered returns how many bytes were read ahead and not yet read.
-func (c *Conn) Buffered() int { return c.w - c.r }

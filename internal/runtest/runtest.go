@@ -1,6 +1,6 @@
 // Package runtest holds the helpers the proxy's and the attach endpoints' tests share: the demo
 // agent on a real socket with its run reports, run request bodies, POSTing a run, waiting for a
-// run to end in the store, and reading problem answers. It imports neither proxy nor attach,
+// run to end in the store, reading problem answers, and a loopback TCP connection's two ends. It imports neither proxy nor attach,
 // so the tests of both (and of packages below them) can use it.
 package runtest
 
@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -161,4 +162,31 @@ func ServeLikeCmd(t testing.TB, h http.Handler) *httptest.Server {
 		srv.Close()
 	})
 	return srv
+}
+
+// TCPPair returns the two ends of a loopback TCP connection, both closed when the test ends.
+func TCPPair(t testing.TB) (client, server *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-accepted
+	if s == nil {
+		c.Close()
+		t.Fatal("accept failed")
+	}
+	client, server = c.(*net.TCPConn), s.(*net.TCPConn)
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/panics"
 )
 
 // Default limits (Options fields left zero take these; a negative value disables a limit).
@@ -157,9 +158,15 @@ func NewFold(opts Options) *Fold {
 // Feed folds events after those fed before. An error is the one Compact returns for the
 // stream fed so far (a *StreamError's Index counts from the first event ever fed); the Fold
 // is then spent, and every later Feed and Events returns that error.
-func (f *Fold) Feed(events []Event) error {
+func (f *Fold) Feed(events []Event) (err error) {
 	if f.err != nil {
 		return f.err
+	}
+	defer f.contain(&err)
+	if panics.Hooked() {
+		for _, e := range events {
+			panics.Probe(panics.Compact, string(e.Raw))
+		}
 	}
 	r, opts := f.r, f.opts
 	for i := range events {
@@ -197,15 +204,26 @@ func (f *Fold) Feed(events []Event) error {
 	return nil
 }
 
+// contain is deferred by the Fold's entry points: a panic (a bug, or a dependency's on input
+// it should accept) spends the Fold with a *panics.Error, counted and logged once, which its
+// callers handle as any other error (they replay the thread raw), instead of ending the
+// process.
+func (f *Fold) contain(err *error) {
+	if e := panics.Recovered(panics.Compact, recover(), nil); e != nil {
+		f.err, *err = e, e
+	}
+}
+
 // Events returns Compact's output for the events fed so far. It does not change what the Fold
 // answers: feeding more afterwards is the same as having fed everything before one call (it
 // only starts keeping each message's rendering, so that the next call copies those no event
 // changed). The events share bytes with what the Fold keeps (the runs' own events); callers
 // must not modify them.
-func (f *Fold) Events() ([]Event, error) {
+func (f *Fold) Events() (_ []Event, err error) {
 	if f.err != nil {
 		return nil, f.err
 	}
+	defer f.contain(&err)
 	r, runs := f.r, f.runs
 	snapAt := -1
 	for i, rn := range runs {

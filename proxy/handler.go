@@ -22,6 +22,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/inspector"
 	"github.com/agui-proxy/agui-proxy/internal/inflight"
+	"github.com/agui-proxy/agui-proxy/internal/panics"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/internal/readahead"
 	"github.com/agui-proxy/agui-proxy/keepalive"
@@ -187,14 +188,68 @@ func (h *Handler) Store() recorder.Store { return h.store }
 // The streams (a run's, an attacher's) are written from this small frame, after serve
 // returned: a goroutine keeps for a stream's whole life the stack it uses while it waits,
 // and serve's and serveRun's frames (kilobytes of locals) would make it 16 KiB instead of 8.
+//
+// A panic while answering r ends only r (panics.Request, or panics.Attach for the attach
+// endpoints): logged once with its stack and counted, it is answered 500 Internal when
+// nothing was written yet, else the response is aborted (a stream's client resumes from its
+// last event id). A run already pumping is not the request's: it goes on.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch rn, ar := h.serve(w, r); {
+	gw := &guardWriter{ResponseWriter: w}
+	defer h.recoverRequest(gw, r)
+	switch rn, ar := h.serve(gw, r); {
 	case rn != nil:
-		h.stream(w, rn)
+		h.stream(gw, rn)
 	case ar != nil:
-		h.attach.ServeHTTP(w, ar)
+		panics.Probe(panics.Attach, r.URL.Path)
+		h.attach.ServeHTTP(gw, ar)
 	}
 }
+
+// recoverRequest is ServeHTTP's deferred containment of a panic (see ServeHTTP).
+func (h *Handler) recoverRequest(gw *guardWriter, r *http.Request) {
+	where := panics.Request
+	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
+		where = panics.Attach
+	}
+	v := recover()
+	if v == nil {
+		return
+	}
+	err := panics.Recovered(where, v, h.log, slog.String("method", r.Method), slog.String("path", r.URL.Path))
+	if gw.wrote {
+		panic(http.ErrAbortHandler) // net/http closes the connection without logging again
+	}
+	problem.Respond(gw, r.WithContext(context.WithoutCancel(r.Context())), h.log, err)
+}
+
+// guardWriter is the http.ResponseWriter of a request the proxy answers: it tells
+// recoverRequest whether the response started. Unwrap lets http.ResponseController reach the
+// connection underneath (Flush, Hijack, deadlines).
+type guardWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (g *guardWriter) WriteHeader(code int) {
+	if code >= 200 {
+		g.wrote = true
+	}
+	g.ResponseWriter.WriteHeader(code)
+}
+
+func (g *guardWriter) Write(b []byte) (int, error) {
+	g.wrote = true
+	return g.ResponseWriter.Write(b)
+}
+
+// Flush sends what was written (httputil.ReverseProxy flushes through http.Flusher).
+func (g *guardWriter) Flush() {
+	g.wrote = true
+	http.NewResponseController(g.ResponseWriter).Flush()
+}
+
+// Unwrap returns the ResponseWriter underneath, for http.ResponseController.
+func (g *guardWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
 // serve answers r, or returns the run to stream (its upstream answered with an event stream),
 // or the attach request to hand to the attach handler (an event stream or the bulk export).
@@ -378,7 +433,11 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 			slog.String("thread_id", in.ThreadID), slog.String("run_id", in.RunID), slog.Any("err", err))
 	}
 
-	fwd, err := h.hydrate(sctx, in, meta.ThreadID, parent, meta.ParentEpoch, known)
+	var fwd *agui.RunInput
+	err = panics.Call(panics.Hydrate, h.log, func() (err error) {
+		fwd, err = h.hydrate(sctx, in, meta.ThreadID, parent, meta.ParentEpoch, known)
+		return err
+	}, slog.String("thread_id", meta.ThreadID), slog.String("run_id", meta.RunID))
 	if err != nil {
 		h.release(ctx, meta)
 		h.fail(w, r, err)
@@ -480,6 +539,7 @@ func (h *Handler) hydrate(ctx context.Context, in *agui.RunInput, key, parent, p
 	if mode == hydrate.ModeMissing && known != nil && !lacksKnown(in, known) {
 		return in, nil
 	}
+	panics.Probe(panics.Hydrate, key)
 	branch, ended, err := h.threads.BranchInput(ctx, key, parent, parentEpoch)
 	if err != nil {
 		return nil, err
@@ -727,7 +787,11 @@ func (h *Handler) checkpointNow(ctx context.Context, meta recorder.Run, kept *th
 	if !h.checkpointsAtEnd() {
 		return false
 	}
-	if err := h.threads.CheckpointEnded(ctx, meta, kept); err != nil {
+	err := panics.Call(panics.Checkpoint, h.log, func() error {
+		panics.Probe(panics.Checkpoint, meta.ThreadID)
+		return h.threads.CheckpointEnded(ctx, meta, kept)
+	}, slog.String("thread_id", meta.ThreadID), slog.String("run_id", meta.RunID))
+	if err != nil {
 		h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint before the terminal event; queued", slog.String("thread_id", meta.ThreadID),
 			slog.String("run_id", meta.RunID), slog.Any("err", err))
 		return false
@@ -789,7 +853,11 @@ func (h *Handler) checkpoints() {
 			default:
 			}
 			ctx, cancel := context.WithTimeout(base, 5*time.Second)
-			if err := h.threads.Checkpoint(ctx, meta.ThreadID, meta.RunID); err != nil {
+			err := panics.Call(panics.Checkpoint, h.log, func() error {
+				panics.Probe(panics.Checkpoint, meta.ThreadID)
+				return h.threads.Checkpoint(ctx, meta.ThreadID, meta.RunID)
+			}, slog.String("thread_id", meta.ThreadID), slog.String("run_id", meta.RunID))
+			if err != nil {
 				h.log.LogAttrs(ctx, slog.LevelDebug, "no checkpoint for run", slog.String("thread_id", meta.ThreadID),
 					slog.String("run_id", meta.RunID), slog.Any("err", err))
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/panics"
 )
 
 // metrics holds the proxy's Prometheus collectors. A nil *metrics records nothing, so the hot
@@ -74,6 +75,7 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 	}
 	m.eventsInOther = events.WithLabelValues("OTHER")
 	w := h.writer
+	reg.MustRegister(panics.Collectors()...)
 	reg.MustRegister(m.runs, events, m.bytesIn, m.eventsOut, m.bytesOut, m.clientsDropped, m.attached, m.resumes, m.prelude,
 		m.threadsDeleted, m.threadsListed, m.hydrated,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "active_runs", Help: "Runs this process is pumping."},

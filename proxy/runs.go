@@ -14,6 +14,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/inflight"
+	"github.com/agui-proxy/agui-proxy/internal/panics"
 	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/live"
 	"github.com/agui-proxy/agui-proxy/recorder"
@@ -43,6 +44,7 @@ const (
 	CodeInterrupted          = thread.CodeInterrupted
 	CodeStorageUnavailable   = thread.CodeStorageUnavailable
 	CodeCancelled            = thread.CodeCancelled
+	CodeInternal             = thread.CodeInternal
 )
 
 // syncStoreTimeout bounds how long a run waits for one event to be stored in sync durability
@@ -87,7 +89,10 @@ type run struct {
 	seq      int64 // last seq assigned; pump goroutine only
 	started  bool  // RUN_STARTED sent; pump goroutine only
 	terminal string
-	refused  int // data frames the agent sent after the terminal event (not forwarded)
+	// terminalFrame is the terminal event's frame while settle records the run's end, before
+	// the event is published (pump goroutine only).
+	terminalFrame []byte
+	refused       int // data frames the agent sent after the terminal event (not forwarded)
 	// status and detail are how the run ended, once it did; settled is the seq its end was
 	// recorded through (0: not yet).
 	status  recorder.RunStatus
@@ -225,13 +230,27 @@ func (r *run) pump(body io.ReadCloser) {
 		r.markFrame = func() { lastFrame.Store(int64(time.Since(start))) }
 	}
 	rd := sse.NewReader(body, sse.Limits{MaxLineBytes: h.cfg.MaxEventBytes, MaxFrameBytes: h.cfg.MaxEventBytes})
-	var err error
+	r.endSafely(r.pumpFrames(rd))
+}
+
+// pumpFrames reads, records and publishes the frames of rd until the stream ends or the run
+// must end, and returns why. A panic on the way ends only this run: it returns the
+// *panics.Error (logged with the run's ids and counted), and the run ends with RUN_ERROR
+// INTERNAL.
+func (r *run) pumpFrames(rd *sse.Reader) (err error) {
+	h := r.h
+	defer func() {
+		if e := panics.Recovered(panics.Pump, recover(), h.log, r.logIDs()...); e != nil {
+			err = e
+		}
+	}()
 	for {
 		var f *sse.Frame
 		f, err = rd.Next()
 		if err != nil {
 			break
 		}
+		panics.Probe(panics.Pump, r.meta.ThreadID)
 		if r.markFrame != nil {
 			r.markFrame()
 		}
@@ -296,8 +315,10 @@ func (r *run) pump(body io.ReadCloser) {
 			if typ == agui.RunError {
 				r.status = recorder.StatusError
 			}
+			r.terminalFrame = out // (published by end if settle panics)
 			r.settle()
 			r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
+			r.terminalFrame = nil
 			r.hub.End() // the clients' streams end with the terminal event
 			continue
 		}
@@ -308,13 +329,34 @@ func (r *run) pump(body io.ReadCloser) {
 			r.record(typ, f.Data, out)
 		}
 	}
-	r.end(err)
+	return err
+}
+
+// logIDs are the attributes that name the run in a log line.
+func (r *run) logIDs() []slog.Attr {
+	return []slog.Attr{slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID)}
+}
+
+// endSafely is end, contained: should end itself panic, the run is still recorded as ended
+// (INTERNAL) and its clients released.
+func (r *run) endSafely(readErr error) {
+	err := panics.Call(panics.Pump, r.h.log, func() error { r.end(readErr); return nil }, r.logIDs()...)
+	if err != nil {
+		r.rec.Finish(recorder.StatusError, CodeInternal, r.seq)
+		r.hub.End()
+	}
 }
 
 // end records how the run ended, appending the RUN_STARTED / RUN_ERROR the upstream did not
 // send, and releases the subscribers.
 func (r *run) end(readErr error) {
 	h := r.h
+	if r.terminalFrame != nil {
+		// The run ended at its terminal event, but a panic stopped the pump before the event
+		// was published (its end is recorded or being recorded): its clients get it now.
+		r.publish(live.Event{Seq: r.seq, Type: r.terminal, Frame: r.terminalFrame})
+		r.terminalFrame = nil
+	}
 	if r.terminal == "" {
 		code, msg := r.endCause(readErr)
 		r.final = true // from here on, events are published even if the store does not answer
@@ -368,6 +410,8 @@ func (r *run) endCause(readErr error) (code, msg string) {
 		return CodeStorageUnavailable, "agui-proxy: " + cause.Error()
 	}
 	switch {
+	case errors.Is(readErr, panics.ErrPanicked):
+		return CodeInternal, "agui-proxy: an internal error ended the run (the proxy's log has the details)"
 	case errors.Is(readErr, errRunTooLarge):
 		return CodeRunTooLarge, "agui-proxy: the agent sent more than " + strconv.FormatInt(r.h.cfg.MaxRunBytes, 10) + " bytes of events in one run"
 	case errors.Is(readErr, sse.ErrFrameTooLarge) || errors.Is(readErr, sse.ErrLineTooLong):

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agui-proxy/agui-proxy/internal/panics"
 )
 
 // Live tail defaults (RedisConfig.FollowBlock and the tail client).
@@ -684,32 +687,42 @@ func (t *tailer) dispatch(conn tailCmdable, res []redis.XStream, sps map[string]
 		if ts == nil || len(st.Messages) == 0 {
 			continue
 		}
-		sp := sps[st.Stream]
-		entries := make([]queued, 0, len(st.Messages))
-		for _, m := range st.Messages {
-			seq, err := streamSeq(m.ID)
-			if err != nil {
-				for sub := range ts.subs {
-					t.end(sub, fmt.Errorf("following run %q in thread %q: %w", ts.runID, ts.threadID, err))
-				}
-				entries = nil
-				break
-			}
-			typ, _ := m.Values["t"].(string)
-			f, _ := m.Values["f"].(string)
-			entries = append(entries, queued{seq: seq, typ: typ, frame: f})
-		}
-		if len(entries) == 0 {
-			continue
-		}
-		ts.lastEvent = now
-		for sub := range ts.subs {
-			if err := t.feed(sub, sp, entries, gapsOf[st.Stream]); err != nil {
-				t.end(sub, err)
-			}
-		}
+		t.dispatchStream(ts, st, sps[st.Stream], gapsOf[st.Stream], now)
 	}
 	return nil
+}
+
+// dispatchStream hands one stream's entries of a read (after position sp) to its followers.
+// t.mu is held. A panic here ends only this stream's followers, with the *panics.Error (their
+// clients resume from their last event id); the tail goes on for every other stream.
+func (t *tailer) dispatchStream(ts *tailStream, st redis.XStream, sp int64, gaps []Gap, now time.Time) {
+	defer func() {
+		if err := panics.Recovered(panics.Tail, recover(), t.s.log, slog.String("thread_id", ts.threadID), slog.String("run_id", ts.runID)); err != nil {
+			for sub := range ts.subs {
+				t.end(sub, fmt.Errorf("following run %q in thread %q: %w", ts.runID, ts.threadID, err))
+			}
+		}
+	}()
+	panics.Probe(panics.Tail, ts.threadID)
+	entries := make([]queued, 0, len(st.Messages))
+	for _, m := range st.Messages {
+		seq, err := streamSeq(m.ID)
+		if err != nil {
+			for sub := range ts.subs {
+				t.end(sub, fmt.Errorf("following run %q in thread %q: %w", ts.runID, ts.threadID, err))
+			}
+			return
+		}
+		typ, _ := m.Values["t"].(string)
+		f, _ := m.Values["f"].(string)
+		entries = append(entries, queued{seq: seq, typ: typ, frame: f})
+	}
+	ts.lastEvent = now
+	for sub := range ts.subs {
+		if err := t.feed(sub, sp, entries, gaps); err != nil {
+			t.end(sub, err)
+		}
+	}
 }
 
 // feed appends to sub's queue the entries after its position. t.mu is held.

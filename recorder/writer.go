@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agui-proxy/agui-proxy/internal/panics"
 )
 
 // Durability says when the proxy forwards an event: before it is stored (async) or after.
@@ -743,9 +745,106 @@ func (r *Recording) LeasedSince(t time.Time) bool {
 	return at != 0 && at >= t.UnixNano()
 }
 
+// writeResult is how writeAll ended.
+type writeResult int8
+
+const (
+	writeDone     writeResult = iota // stored
+	writeStopped                     // the writer was stopped first
+	writePanicked                    // the store call panicked twice in a row
+)
+
 // write stores take (n events plus finishes), retrying until it succeeds; false means the
 // writer was stopped first.
+//
+// A panic in the store call (a bug, or a dependency's on an input it should accept) does not
+// end the writer: the batch is written again at once, and when that panics too it is written
+// run by run, so that only a run whose own events make the store panic loses them. Those are
+// counted as dropped, logged, and become a gap of the run (the store records it when the
+// run's next event or its finish is stored); the run's finish is written on its own.
 func (w *Writer) write(take []item, n int) bool {
+	switch w.writeAll(take, n) {
+	case writeDone:
+		return true
+	case writeStopped:
+		return false
+	}
+	for _, one := range splitRuns(take) {
+		switch w.writeAll(one, countEvents(one)) {
+		case writeStopped:
+			return false
+		case writePanicked:
+			if !w.lose(one) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// splitRuns returns take's items grouped by run (one slice per run, the run's items in queue
+// order), the runs in the order of their first item.
+func splitRuns(take []item) [][]item {
+	var out [][]item
+	at := map[*Recording]int{}
+	for _, it := range take {
+		i, ok := at[it.rec]
+		if !ok {
+			i = len(out)
+			at[it.rec] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], it)
+	}
+	return out
+}
+
+// countEvents returns the events among items (the rest are finishes).
+func countEvents(items []item) int {
+	n := 0
+	for _, it := range items {
+		if it.finish == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// lose gives up the events of one run's items, on which the store panicked: they are counted
+// as dropped and logged, and the run's finish among them (if any) is written alone. false
+// means the writer was stopped first.
+func (w *Writer) lose(items []item) bool {
+	var fins []item
+	dropped := 0
+	for _, it := range items {
+		if it.finish != nil {
+			fins = append(fins, it)
+		} else {
+			dropped++
+		}
+	}
+	run := items[0].rec.run
+	w.mu.Lock()
+	w.st.Dropped += uint64(dropped)
+	w.mu.Unlock()
+	w.log.Error("recorder: the store panicked on a run's events; they are lost and the run is marked with a gap",
+		"thread_id", run.ThreadID, "run_id", run.RunID, "events", dropped, "first_seq", items[0].ev.Seq)
+	if len(fins) == 0 {
+		return true
+	}
+	switch w.writeAll(fins, 0) {
+	case writeStopped:
+		return false
+	case writePanicked:
+		w.log.Error("recorder: the store panicked on a run's end; the run stays recorded as running until it is reaped",
+			"thread_id", run.ThreadID, "run_id", run.RunID)
+	}
+	return true
+}
+
+// writeAll stores take (n events plus finishes), retrying after a store error until it
+// succeeds (see write).
+func (w *Writer) writeAll(take []item, n int) writeResult {
 	batches := w.batcher.group(take)
 	defer w.batcher.release()
 	w.lastRuns = len(batches)
@@ -758,18 +857,30 @@ func (w *Writer) write(take []item, n int) bool {
 	var finished []bool // finished[i]: the i-th finish of take is stored
 	backoff := w.cfg.RetryMin
 	failing := false
+	panicked := 0
 	for {
-		var err error
-		if together {
-			err = w.attemptTogether(af, batches, fins, n)
-		} else {
-			err = w.attempt(batches, n, &appended, take, &finished)
-		}
+		err := panics.Call(panics.Writer, w.log, func() error {
+			if panics.Hooked() {
+				for _, b := range batches {
+					panics.Probe(panics.Writer, b.Run.ThreadID)
+				}
+			}
+			if together {
+				return w.attemptTogether(af, batches, fins, n)
+			}
+			return w.attempt(batches, n, &appended, take, &finished)
+		})
 		if err == nil {
 			if failing {
 				w.log.Info("recorder: store is writable again")
 			}
-			return true
+			return writeDone
+		}
+		if errors.Is(err, panics.ErrPanicked) {
+			if panicked++; panicked == 2 {
+				return writePanicked
+			}
+			continue // written again at once: the store's calls are idempotent
 		}
 		w.mu.Lock()
 		w.st.StoreErrors++
@@ -784,7 +895,7 @@ func (w *Writer) write(take []item, n int) bool {
 		case <-t.C:
 		case <-w.stop:
 			t.Stop()
-			return false
+			return writeStopped
 		}
 		backoff = min(backoff*2, w.cfg.RetryMax)
 	}

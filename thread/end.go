@@ -23,6 +23,7 @@ const (
 	CodeInterrupted          = "INTERRUPTED"           // the proxy pumping it shut down or died
 	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"   // sync durability: the store did not answer
 	CodeCancelled            = "CANCELLED"             // POST .../stop
+	CodeInternal             = "INTERNAL"              // the proxy failed (a recovered panic); its log has the stack
 )
 
 // RunError returns the data of the RUN_ERROR event the proxy writes to end a run itself:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
+	"github.com/agui-proxy/agui-proxy/internal/panics"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )
@@ -307,9 +308,19 @@ func (w *RestSweeper) Sweep(ctx context.Context) error {
 			if skip {
 				continue
 			}
-			res, err := w.s.CompactRun(ctx, threadID, r.RunID)
-			if err == nil {
-				err = w.s.packSegments(ctx, threadID, r.RunID, r.ParentRunID, r.RunID == th.LatestRunID)
+			var res RestResult
+			err := panics.Call(panics.Sweep, w.s.log, func() (err error) {
+				panics.Probe(panics.Sweep, threadID)
+				res, err = w.s.CompactRun(ctx, threadID, r.RunID)
+				if err == nil {
+					err = w.s.packSegments(ctx, threadID, r.RunID, r.ParentRunID, r.RunID == th.LatestRunID)
+				}
+				return err
+			}, slog.String("thread_id", threadID), slog.String("run_id", r.RunID))
+			if errors.Is(err, panics.ErrPanicked) {
+				// Logged and counted; the run stays raw (as it was) and is not tried again
+				// by this process, which would panic at every sweep.
+				res, err = RestKept, nil
 			}
 			if err != nil {
 				settled = false

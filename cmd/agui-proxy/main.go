@@ -65,6 +65,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(cfg, stderr)
+	slog.SetDefault(log) // what logs without a logger of its own (a panic recovered in compaction) logs here
 	for _, w := range unknownVars(nil) {
 		log.Warn(w)
 	}

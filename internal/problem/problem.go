@@ -16,6 +16,7 @@ import (
 	"strconv"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/panics"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -55,6 +56,7 @@ const (
 	CodeBodyTimeout           = "BodyTimeout"
 	CodeInvalidQuery          = "InvalidQuery"
 	CodeHistoryIncomplete     = "HistoryIncomplete"
+	CodeInternal              = "Internal"
 )
 
 // Sentinel errors of the proxy's own refusals (the store's are recorder.Err*, the protocol's
@@ -126,6 +128,8 @@ var table = []entry{
 		detail: "the configured store cannot follow live runs"},
 	{errs: []error{ErrShuttingDown}, status: http.StatusServiceUnavailable, code: CodeShuttingDown, title: "Shutting down",
 		detail: "the proxy is draining; retry on another replica"},
+	{errs: []error{panics.ErrPanicked}, status: http.StatusInternalServerError, code: CodeInternal, title: "Internal error",
+		detail: "the proxy failed on this request (a recovered panic); its log has the details, and every other request went on"},
 	{errs: []error{ErrUpstreamUnavailable}, status: http.StatusBadGateway, code: CodeUpstreamUnavailable, title: "Upstream unavailable",
 		detail: "the agent could not be reached"},
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agui-proxy/agui-proxy/agui"
+	"github.com/agui-proxy/agui-proxy/internal/panics"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -42,6 +43,8 @@ func TestForMapsEverySentinel(t *testing.T) {
 		{ErrUnrecoverable, 410, CodeUnrecoverablePosition},
 		{ErrLiveTailsUnsupported, 501, CodeLiveTailsUnsupported},
 		{ErrShuttingDown, 503, CodeShuttingDown},
+		{&panics.Error{Where: panics.Attach, Value: "boom"}, 500, CodeInternal},
+		{StoreErr(fmt.Errorf("reading: %w", &panics.Error{Where: panics.Compact, Value: "boom"})), 500, CodeInternal},
 		{Upstream(errors.New("connection refused")), 502, CodeUpstreamUnavailable},
 		{Upstream(context.DeadlineExceeded), 504, CodeUpstreamTimeout},
 		{&http.MaxBytesError{Limit: 10}, 413, CodeBodyTooLarge},

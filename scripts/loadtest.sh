@@ -9,7 +9,9 @@
 #   c100      100 streams × 200 events at 5 ms
 #   c50       50 streams × 10,000 events, no pause (throughput; every event recorded)
 #   soak      $SOAK_C streams (default 9,900) × 60 events at 1 s, opened over 20 s
-#   chat      100 streams × 20 runs each, one after another (a chat client's next run as soon
+#   chat      2,000 streams × 600 events at 20 ms, opened over 10 s (~55,000 events/s): a chat
+#             deployment's token streams, where recording must keep up without delaying tokens
+#   turns     100 streams × 20 runs each, one after another (a chat client's next run as soon
 #             as the last ended), 20 events at 5 ms: run starts, and connections kept or not
 #   thread    1 stream × 1,000 runs on one thread, 20 events each, no pause, each POST carrying
 #             the thread's messages so far as a chat client's (agui-bench -history): how a run's
@@ -24,7 +26,10 @@
 #             idle follower: VmRSS, and heap and stack from the proxy's pprof after forced GCs),
 #             then one more run per thread that must reach every follower
 # Default: c1 c100 c50. Environment: CONFIGS (default "redis-async memory"; also norecord,
-# redis-sync), OUT (directory for the JSON reports, default bin/loadtest), SOAK_C.
+# redis-sync, disk: the embedded store in $OUT/disk, emptied per proxy), OUT (directory for the
+# JSON reports, default bin/loadtest), SOAK_C, PROXY_BIN (the agui-proxy binary, default the
+# one built from this tree), BASELINES=0 (only the agui-proxy configurations: the direct agent,
+# the plain proxy and nginx are left out, to compare builds or settings of agui-proxy alone).
 # The proxy holds 2 descriptors per stream: the soak needs `ulimit -n` above 2 × SOAK_C; the
 # script raises the soft limit to the hard one.
 set -euo pipefail
@@ -35,6 +40,7 @@ profiles=${*:-c1 c100 c50}
 configs=${CONFIGS:-redis-async memory}
 out=${OUT:-bin/loadtest}
 soak_c=${SOAK_C:-9900}
+proxy_bin=${PROXY_BIN:-./bin/agui-proxy} # another build of agui-proxy, to compare two in one run
 mkdir -p "$out"
 agent_port=18700; proxy_port=18701; redis_port=18702; plain_port=18703; nginx_port=18704; replica_port=18705; pprof_port=18706
 DEMO_LISTEN=127.0.0.1:$agent_port DEMO_LOG_LEVEL=warn ./bin/demo-agent & agent=$!
@@ -54,7 +60,8 @@ args() {
     c100) echo "-c 100 -events 200 -interval 5ms" ;;
     c50) echo "-c 50 -events 10000 -interval 0" ;;
     soak) echo "-c $soak_c -events 60 -interval 1s -ramp 20s -duration 5m" ;;
-    chat) echo "-c 100 -runs 20 -events 20 -interval 5ms -duration 5m" ;;
+    chat) echo "-c 2000 -events 600 -interval 20ms -ramp 10s -duration 5m" ;;
+    turns) echo "-c 100 -runs 20 -events 20 -interval 5ms -duration 5m" ;;
     thread) echo "-c 1 -runs 1000 -events 20 -interval 0 -history -duration 10m" ;;
     threadnew) echo "-c 1 -runs 1000 -events 20 -interval 0 -history -history-new -duration 10m" ;;
     fanout1) echo "-c 1 -attach 1000 -events 60 -interval 1s -ramp 10s" ;;
@@ -66,7 +73,7 @@ args() {
 
 start_proxy() { # port, env... ; sets px (or px2 for the replica port)
   local port=$1; shift
-  env AGUI_UPSTREAM=http://127.0.0.1:$agent_port AGUI_LISTEN=127.0.0.1:$port AGUI_LOG_LEVEL=error "$@" ./bin/agui-proxy 2>>"$out/proxy-errors.log" &
+  env AGUI_UPSTREAM=http://127.0.0.1:$agent_port AGUI_LISTEN=127.0.0.1:$port AGUI_LOG_LEVEL=error "$@" "$proxy_bin" 2>>"$out/proxy-errors.log" &
   if [ "$port" = "$replica_port" ]; then px2=$!; else px=$!; fi
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return; sleep 0.2; done
 }
@@ -121,6 +128,7 @@ cfg_env() { # config name -> KEY=value words
     memory) ;; norecord) echo "AGUI_RECORD=false" ;;
     redis-async) echo "AGUI_REDIS_URL=redis://127.0.0.1:$redis_port/0" ;;
     redis-sync) echo "AGUI_REDIS_URL=redis://127.0.0.1:$redis_port/0 AGUI_DURABILITY=sync" ;;
+    disk) rm -rf "$out/disk"; echo "AGUI_STORE_PATH=$out/disk" ;;
     *) echo "unknown config $1" >&2; exit 2 ;;
   esac
 }
@@ -144,12 +152,14 @@ for p in $profiles; do
     done
     continue ;;
   esac
+  if [ "${BASELINES:-1}" = 1 ]; then
   bench direct "$p" "http://127.0.0.1:$agent_port/" "$agent"
   ./bin/agui-bench -url "http://127.0.0.1:$agent_port/" -plain-proxy "127.0.0.1:$plain_port" & px=$!
   sleep 1
   bench plain-httputil "$p" "http://127.0.0.1:$plain_port/" "$px"
   stop_proxies
-  if command -v nginx >/dev/null; then
+  fi
+  if [ "${BASELINES:-1}" = 1 ] && command -v nginx >/dev/null; then
     nginx_conf >"$out/nginx.conf"
     nginx -c "$(realpath "$out/nginx.conf")" & px=$!
     sleep 1

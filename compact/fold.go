@@ -15,7 +15,8 @@ package compact
 //
 // A move or copy that goes where the mirror of fast-json-patch is not exact
 // (patcher.unmodeled: a from pointer through an array's "length", a value left in an array
-// property) stops the fold as well, so the client's own applier decides.
+// property, the whole document moved inside itself) stops the fold as well, so the client's
+// own applier decides.
 //
 // At the first delta where they could differ, the fold stops: the snapshot carries the state
 // (or the activity message) as it stood before that delta, and that delta and every later one

@@ -582,6 +582,12 @@ func (r *reducer) activityDelta(e *pipelineEvent) error {
 	if err != nil {
 		return err
 	}
+	if _, isObj := nd.(map[string]any); pre != nil && applied && !isObj {
+		// The client keeps any content a patch leaves (null, an array, a number), but the
+		// @ag-ui/core schema of an activity message in a MESSAGES_SNAPSHOT takes only an
+		// object: the fold stops, the snapshot carries the message as it was.
+		diverges = true
+	}
 	if diverges {
 		m.hold = pre
 	}

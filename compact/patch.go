@@ -55,9 +55,10 @@ type patcher struct {
 	primitiveWrite bool
 	// unmodeled records that a move or copy went where this mirror does not follow
 	// fast-json-patch exactly: a from pointer that steps into an array with a key that is not
-	// an index ("length": the client's validation probe ignores that error and reads it), or
-	// an inner add that left a value in an array property or a method (a later operation of
-	// the same delta could read it back). The fold stops at such a delta.
+	// an index ("length": the client's validation probe ignores that error and reads it), an
+	// inner add that left a value in an array property or a method (a later operation of
+	// the same delta could read it back), or a move of the whole document to a path inside
+	// it (the client makes a cycle). The fold stops at such a delta.
 	unmodeled bool
 }
 
@@ -463,6 +464,13 @@ func (p *patcher) arrOp(document any, parent []string, arr []any, idx int, name 
 // inserting it, as _deepClone does, so a container copied into itself does not share storage
 // with the copy.
 func (p *patcher) moveCopy(document any, name, from, path string) (any, error) {
+	if name == "move" && from == "" {
+		// The inner remove of the root changes nothing (applyOperation only reports the
+		// document as removed), and the inner add then puts the document inside itself: a
+		// cycle in the client's state, which no JSON carries. The fold stops here.
+		p.unmodeled = true
+		return nil, patchErr("move of the whole document into %q", path)
+	}
 	v, err := p.getValueByPointer(document, from)
 	if err != nil {
 		return nil, err

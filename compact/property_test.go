@@ -65,14 +65,20 @@ func withoutEphemeral(events []compact.Event) []compact.Event {
 
 func checkGenerated(t *testing.T, seed uint64, events []compact.Event) {
 	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	i := rng.IntN(len(events) + 1)
+	j := i + rng.IntN(len(events)-i+1)
+	checkGeneratedAt(t, seed, events, i, j)
+}
+
+// checkGeneratedAt is checkGenerated with the cut at i and j (0 <= i <= j <= len(events)).
+func checkGeneratedAt(t *testing.T, seed uint64, events []compact.Event, i, j int) {
+	t.Helper()
 	out, err := compact.Compact(events, compact.Options{})
 	if err != nil {
 		t.Fatalf("seed %d: Compact = %v", seed, err)
 	}
 	raw := withoutEphemeral(events)
-	rng := rand.New(rand.NewPCG(seed, 7))
-	i := rng.IntN(len(events) + 1)
-	j := i + rng.IntN(len(events)-i+1)
 	first, err := compact.Compact(events[:i], compact.Options{})
 	if err != nil {
 		t.Fatalf("seed %d: Compact(s[:%d]) = %v", seed, i, err)

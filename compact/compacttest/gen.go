@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -314,7 +315,9 @@ func (g *gen) emitRaw(s string) {
 }
 
 func (g *gen) stateEvent() {
-	switch k := g.rng.IntN(14); {
+	switch k := g.rng.IntN(17); {
+	case k >= 14:
+		g.richState()
 	case k >= 12:
 		g.emit(map[string]any{"type": "STATE_SNAPSHOT", "snapshot": fidelityDoc()})
 	case k >= 10:
@@ -403,6 +406,224 @@ func (g *gen) fidelityPatch() []any {
 		}
 	}
 	return ops
+}
+
+// richState emits a random document (richValue: nulls, nested and empty containers, numbers
+// such as 1e21, -0, 1e-7 and 2^53+1 written in several ways, escapes, keys that need ~0 and
+// ~1, deep nesting) as a STATE_SNAPSHOT, as a delta adding it at /rich of the state, or as the
+// content of an activity message, and then one to four STATE_DELTAs (ACTIVITY_DELTAs) whose
+// operations (richPatch) are built from that document: tests of values read from it, which
+// pass until an earlier operation changed them, or of altered values, which fail; and every
+// other operation on its paths.
+func (g *gen) richState() {
+	doc := map[string]any{}
+	for range 1 + g.rng.IntN(5) {
+		doc[richKeys[g.rng.IntN(len(richKeys))]] = g.richValue(0)
+	}
+	base := ""
+	activity := ""
+	switch g.rng.IntN(4) {
+	case 0:
+		g.emit(map[string]any{"type": "STATE_SNAPSHOT", "snapshot": doc})
+	case 1:
+		activity = fmt.Sprintf("act%d", g.rng.IntN(3))
+		g.emit(map[string]any{"type": "ACTIVITY_SNAPSHOT", "messageId": activity, "activityType": "progress", "content": doc})
+	default:
+		base = "/rich"
+		g.emit(map[string]any{"type": "STATE_DELTA", "delta": []any{map[string]any{"op": "add", "path": base, "value": doc}}})
+	}
+	ptrs := pointers(doc, base, nil)
+	for range 1 + g.rng.IntN(4) {
+		patch := g.richPatch(pointer{base, doc}, ptrs)
+		if activity != "" {
+			g.emit(map[string]any{"type": "ACTIVITY_DELTA", "messageId": activity, "activityType": "progress", "patch": patch})
+		} else {
+			g.emit(map[string]any{"type": "STATE_DELTA", "delta": patch})
+		}
+	}
+}
+
+// richKeys are object keys of richValue: plain, needing ~1 or ~0 in a pointer, empty,
+// digits, non-ASCII and HTML-escaped by encoding/json.
+var richKeys = []string{"a", "k", "c", "count", "list", "x y", "a/b", "m~n", "~1", "", "0", "10", "\u00fc", "\u4e2d", "<&>", "null"}
+
+// richNumbers are number literals written as a producer may write them: equal values in
+// different spellings (1, 1.0, 1E0; 0, -0, 0.0; 1e21, 1E+21, 1000000000000000000000), numbers
+// past float64's integers (2^53+1 reads as 2^53 in JavaScript), tiny and huge ones.
+var richNumbers = []json.Number{"0", "-0", "0.0", "1", "1.0", "1E0", "-356", "395", "1.5", "0.1",
+	"1e21", "1E+21", "1000000000000000000000", "1e-7", "0.0000001", "9007199254740993",
+	"9007199254740992", "-9007199254740993", "1e300", "123456789012345678901234567890", "2.5e-320"}
+
+// richStrings need escaping or are not ASCII.
+var richStrings = []string{"", "s", "null", "\u0000", "tab\t", "line\n", "\"q\"", "back\\slash", "\u2028\u2029",
+	"</script>", "caf\u00e9", "\U0001F600", "\u6f22\u5b57", "~1/~0"}
+
+// richValue returns a random JSON value (json.Number for numbers).
+func (g *gen) richValue(depth int) any {
+	k := g.rng.IntN(12)
+	if depth >= 4 && k >= 7 {
+		k = g.rng.IntN(7)
+	}
+	switch k {
+	case 0, 1:
+		return nil
+	case 2:
+		return g.rng.IntN(2) == 0
+	case 3, 4:
+		return richNumbers[g.rng.IntN(len(richNumbers))]
+	case 5, 6:
+		return richStrings[g.rng.IntN(len(richStrings))]
+	case 7:
+		if g.rng.IntN(4) == 0 { // deep nesting
+			var v any = g.richValue(depth + 1)
+			for i := range 20 + g.rng.IntN(40) {
+				if i%2 == 0 {
+					v = []any{v}
+				} else {
+					v = map[string]any{"d": v}
+				}
+			}
+			return v
+		}
+		return []any{}
+	case 8, 9:
+		a := []any{}
+		for range g.rng.IntN(5) {
+			a = append(a, g.richValue(depth+1))
+		}
+		return a
+	default:
+		m := map[string]any{}
+		for range g.rng.IntN(4) {
+			m[richKeys[g.rng.IntN(len(richKeys))]] = g.richValue(depth + 1)
+		}
+		return m
+	}
+}
+
+// pointer is one location of a document: its JSON pointer and value.
+type pointer struct {
+	path  string
+	value any
+}
+
+// pointers lists every location of v (keys in sorted order, for determinism).
+func pointers(v any, at string, out []pointer) []pointer {
+	switch c := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(c)) {
+			p := at + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			out = append(out, pointer{p, c[k]})
+			out = pointers(c[k], p, out)
+		}
+	case []any:
+		for i, e := range c {
+			p := fmt.Sprintf("%s/%d", at, i)
+			out = append(out, pointer{p, e})
+			out = pointers(e, p, out)
+		}
+	}
+	return out
+}
+
+// richPatch returns one to four operations on the document at root, whose locations are
+// ptrs: tests of the
+// value found there (passing, unless an earlier operation of the stream changed it), of that
+// value written differently or altered (failing), of the root; adds at new keys, array
+// positions and "-"; removes, replaces, moves and copies between its locations.
+func (g *gen) richPatch(root pointer, ptrs []pointer) []any {
+	pick := func() pointer {
+		if len(ptrs) == 0 || g.rng.IntN(8) == 0 {
+			return root
+		}
+		return ptrs[g.rng.IntN(len(ptrs))]
+	}
+	// target is where an add, move or copy writes: an existing location, a new key of an
+	// object, an index up to the length of an array, "-", or a key of a primitive.
+	target := func() string {
+		p := pick()
+		switch c := p.value.(type) {
+		case map[string]any:
+			return p.path + "/" + []string{"new", "a", "", "m~0n"}[g.rng.IntN(4)]
+		case []any:
+			if g.rng.IntN(3) == 0 {
+				return p.path + "/-"
+			}
+			return fmt.Sprintf("%s/%d", p.path, g.rng.IntN(len(c)+1))
+		case string, json.Number, bool:
+			if g.rng.IntN(2) == 0 {
+				return p.path + "/x" // a move or copy writing into a primitive
+			}
+		}
+		return p.path
+	}
+	var ops []any
+	for range 1 + g.rng.IntN(4) {
+		switch k := g.rng.IntN(12); {
+		case k < 5:
+			p := pick()
+			value := p.value
+			switch g.rng.IntN(6) {
+			case 0:
+				value = respell(value)
+			case 1:
+				value = g.richValue(2)
+			case 2:
+				value = map[string]any{"k": []any{nil, 395, map[string]any{"c": -356}}} // issue 38
+			}
+			ops = append(ops, map[string]any{"op": "test", "path": p.path, "value": value})
+		case k < 7:
+			ops = append(ops, map[string]any{"op": "add", "path": target(), "value": g.richValue(1)})
+		case k < 8:
+			ops = append(ops, map[string]any{"op": "remove", "path": pick().path})
+		case k < 9:
+			ops = append(ops, map[string]any{"op": "replace", "path": pick().path, "value": g.richValue(1)})
+		case k < 10:
+			op := "move"
+			from := pick().path
+			if from == "" {
+				// The client moves the whole document inside itself (a cycle, which the
+				// cross-language check cannot render); copy it instead.
+				op = "copy"
+			}
+			ops = append(ops, map[string]any{"op": op, "from": from, "path": target()})
+		default:
+			ops = append(ops, map[string]any{"op": "copy", "from": pick().path, "path": target()})
+		}
+	}
+	return ops
+}
+
+// respell returns v with every number written another way of the same value where one is
+// known (1 as 1.0, 0 as -0, 1e21 in full...), so that a test of it is equal in JavaScript
+// and to some RFC 6902 libraries but not to others.
+func respell(v any) any {
+	switch c := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(c))
+		for k, e := range c {
+			m[k] = respell(e)
+		}
+		return m
+	case []any:
+		a := make([]any, len(c))
+		for i, e := range c {
+			a[i] = respell(e)
+		}
+		return a
+	case json.Number:
+		if r, ok := respellings[c]; ok {
+			return r
+		}
+	}
+	return v
+}
+
+var respellings = map[json.Number]json.Number{
+	"0": "-0", "-0": "0.0", "0.0": "0", "1": "1.0", "1.0": "1E0", "1E0": "1", "-356": "-356.0",
+	"395": "3.95e2", "1.5": "15e-1", "0.1": "1e-1", "1e21": "1E+21", "1E+21": "1000000000000000000000",
+	"1000000000000000000000": "1e21", "1e-7": "0.0000001", "0.0000001": "1e-7",
+	"9007199254740993": "9007199254740992", "9007199254740992": "9007199254740993",
 }
 
 // Equal reports whether two event lists are the same events, type and bytes.

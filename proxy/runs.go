@@ -255,8 +255,13 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 			r.markFrame()
 		}
 		if !f.HasData {
-			// Comments, heartbeats, blank lines: forwarded as they are, not recorded.
-			r.publish(live.Event{Frame: append([]byte(nil), f.Raw...), More: rd.FrameBuffered()})
+			// Comments, heartbeats, blank lines: forwarded as they are, not recorded. Not an
+			// unterminated one the stream ended in: without its blank line it would run into
+			// the frame the proxy writes next (its RUN_ERROR, or RUN_STARTED), and the client
+			// would read that frame's first line as part of it.
+			if f.Terminated {
+				r.publish(live.Event{Frame: append([]byte(nil), f.Raw...), More: rd.FrameBuffered()})
+			}
 			continue
 		}
 		if r.bytes += int64(len(f.Raw)); h.cfg.MaxRunBytes > 0 && r.bytes > h.cfg.MaxRunBytes {
@@ -469,7 +474,7 @@ func (r *run) storedThrough() int64 {
 	if len(r.unstored) == 0 {
 		return 0
 	}
-	stored := r.h.writer.Stored()
+	stored := r.rec.Stored()
 	n := 0
 	for n < len(r.unstored) && r.unstored[n].pos <= stored {
 		n++

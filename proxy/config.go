@@ -93,6 +93,11 @@ type Config struct {
 	// per-run store work. Zero: recorder.DefaultBusyLinger; negative: none (RecorderLinger
 	// always).
 	RecorderBusyLinger time.Duration
+	// RecorderLanes is how many store writes the recorder has in flight at once
+	// (recorder.WriterConfig.Lanes): the runs are spread over that many lanes by thread, each
+	// with its own queue and batch, so a store's round trip does not bound the rate of all
+	// the runs. Zero: recorder.DefaultLanes, and one on the disk store (recorderLanes).
+	RecorderLanes int
 	// CheckpointMemory bounds the bytes of recorded events the proxy keeps, over all the runs
 	// it pumps, so that a run's checkpoint at its end (stored before its terminal event is
 	// sent) is built from the events it recorded instead of reading them back from the store.

@@ -243,3 +243,22 @@ func TestIsEventStreamType(t *testing.T) {
 		t.Error("acceptsEventStream: text/event-stream second in a list not found")
 	}
 }
+
+func TestRecorderLanesPerStore(t *testing.T) {
+	mem := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	defer mem.Close()
+	disk, err := recorder.OpenDiskStore(t.Context(), recorder.DiskConfig{Dir: t.TempDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	for _, c := range []struct {
+		n     int
+		store recorder.Store
+		want  int
+	}{{0, mem, recorder.DefaultLanes}, {0, disk, 1}, {3, disk, 3}, {2, mem, 2}} {
+		if got := recorderLanes(c.n, c.store); got != c.want {
+			t.Errorf("recorderLanes(%d, %T) = %d, want %d", c.n, c.store, got, c.want)
+		}
+	}
+}

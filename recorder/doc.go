@@ -89,6 +89,37 @@
 // Reads are pipelines of plain commands. After a Redis restart the script cache is empty:
 // the store re-sends a pipeline with EVAL on NOSCRIPT, which the seq check makes safe.
 //
+// # Writer
+//
+// The proxy records through a Writer (writer.go), one per route: a pump opens its run once
+// (Writer.Open returns the run's Recording, its ids and epoch checked there) and queues each
+// event and the run's end through it. The files follow the Writer's parts:
+//
+//   - writer.go: the configuration, the counters, and the Writer itself: Open, Flush,
+//     Shutdown, Stats over its lanes;
+//   - writer_recording.go: a Recording, what a pump calls per event (Append and its waiting
+//     and sync variants, Stored, Finish);
+//   - writer_lane.go: a lane, one queue and the goroutine that writes it batch after batch:
+//     the runs of the threads that hash to it (WriterConfig.Lanes; the proxy's default is
+//     DefaultLanes), so that several batches are in flight at once and one round trip does
+//     not hold every run. A lane writes in queue order: a run's events and its finish are
+//     stored in the order they were queued, retries included. Backpressure is per lane: a
+//     full lane slows the runs that append to it (they wait for its next completed write, at
+//     most FullWait while the store makes no progress, then drop with a gap);
+//   - writer_store.go: a lane's side of the store: one Store.Append per batch (with the
+//     batch's finishes and lease renewals in the same call when the store implements
+//     appendFinisher, as RedisStore does), the retries, the containment of a panic in the
+//     store call (the batch is written again, then run by run; a run whose own events still
+//     fail gets a gap), and the batcher that groups a batch's items by run without
+//     allocating per run.
+//
+// The fast path between a Writer and the store is private, and is this contract: a Batch
+// carries its Recording (Batch.rec), through which the store keeps its key for the run
+// (Recording.key, set once from the lane's goroutine) instead of building and validating it per
+// batch; appendFinish stores the events, applies each finish after its run's events and
+// renews the leases in one call, idempotently (an item stored twice is skipped by seq), so a
+// failed call is sent again whole.
+//
 // # What a crash can lose, and how it shows
 //
 //   - Proxy crash, async mode: the events still in the Writer's buffer (at most

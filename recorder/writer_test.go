@@ -945,3 +945,89 @@ func TestWriterLingerBatchBytes(t *testing.T) {
 		t.Fatalf("%d stored, %d queued; want 9 and 0", st.Appended, st.Queued)
 	}
 }
+
+// TestWriterLanesConcurrent is TestWriterConcurrent over four lanes: every run's events and
+// finish are stored, in order, byte for byte, and Flush waits for every lane.
+func TestWriterLanesConcurrent(t *testing.T) {
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 64, MaxBufferedEvents: 256, Lanes: 4})
+	const runs, events = 40, 300
+	var wg sync.WaitGroup
+	rs := make([]recorder.Run, runs)
+	for i := range rs {
+		rs[i] = testRun(fmt.Sprintf("t%d", i), fmt.Sprintf("r%d", i))
+		wg.Go(func() {
+			r := rs[i]
+			for seq := int64(1); seq <= events; seq++ {
+				if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
+					t.Errorf("append %s/%d: %v", r.RunID, seq, err)
+					return
+				}
+			}
+			recOf(t, w, r).Finish(recorder.StatusFinished, "", events)
+		})
+	}
+	wg.Wait()
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		checkStored(t, store, r, events)
+		if got, err := store.Run(t.Context(), r.ThreadID, r.RunID); err != nil || got.Status != recorder.StatusFinished {
+			t.Fatalf("Run(%s) = %+v, %v; want finished", r.RunID, got, err)
+		}
+	}
+	if st := w.Stats(); st.Appended != runs*events || st.Finished != runs || st.Dropped != 0 {
+		t.Errorf("Stats() = %+v, want %d appended, %d finished, none dropped", st, runs*events, runs)
+	}
+}
+
+// laneGateStore holds every Append that carries a run of thread "held" until gate is closed.
+type laneGateStore struct {
+	recorder.Store
+	gate chan struct{}
+}
+
+func (s *laneGateStore) Append(ctx context.Context, b []recorder.Batch) error {
+	for _, x := range b {
+		if x.Run.ThreadID == "held" {
+			select {
+			case <-s.gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return s.Store.Append(ctx, b)
+}
+
+// TestWriterLanesIndependent: with a write of one lane stuck, the runs of the other lanes are
+// stored (several batches are in flight), and the stuck lane's run is stored once it frees.
+func TestWriterLanesIndependent(t *testing.T) {
+	store := &laneGateStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), gate: make(chan struct{})}
+	w := newTestWriter(t, store, recorder.WriterConfig{Lanes: 8})
+	held := testRun("held", "r")
+	if err := recOf(t, w, held).Append(testEvent(held, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Threads until one lands in another lane than "held" (FNV-1a spreads them).
+	stored := 0
+	for i := 0; i < 64 && stored == 0; i++ {
+		r := testRun(fmt.Sprintf("free-%d", i), "r")
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := recOf(t, w, r).AppendSync(ctx, testEvent(r, 1))
+		cancel()
+		if err == nil {
+			checkStored(t, store, r, 1)
+			stored++
+		}
+	}
+	if stored == 0 {
+		t.Fatal("no run of another thread was stored while one lane's write was stuck")
+	}
+	close(store.gate)
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	checkStored(t, store, held, 1)
+}

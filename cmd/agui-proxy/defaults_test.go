@@ -28,6 +28,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"AGUI_RECORDER_FULL_WAIT", cfg.RecorderFullWait, recorder.DefaultFullWait},
 		{"AGUI_RECORDER_LINGER", cfg.RecorderLinger, recorder.DefaultLinger},
 		{"AGUI_RECORDER_BUSY_LINGER", cfg.RecorderBusyLinger, recorder.DefaultBusyLinger},
+		{"AGUI_RECORDER_LANES", cfg.RecorderLanes, 0}, // proxy.Config's zero: per store
 		{"AGUI_CHECKPOINT_MEMORY", cfg.CheckpointMemory, int64(proxy.DefaultCheckpointMemory)},
 		{"AGUI_MAX_BODY_BYTES", cfg.MaxBodyBytes, int64(proxy.DefaultMaxBodyBytes)},
 		{"AGUI_MAX_EVENT_BYTES", cfg.MaxEventBytes, proxy.DefaultMaxEventBytes},

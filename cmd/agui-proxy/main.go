@@ -151,7 +151,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			RecorderFullWait:      cfg.RecorderFullWait,
 			RecorderLinger:        cmp.Or(cfg.RecorderLinger, -1),     // 0: none (proxy.Config's zero is the default)
 			RecorderBusyLinger:    cmp.Or(cfg.RecorderBusyLinger, -1), // 0: none, as above
-			CheckpointMemory:      cmp.Or(cfg.CheckpointMemory, -1),   // 0: none, as above
+			RecorderLanes:         cfg.RecorderLanes,
+			CheckpointMemory:      cmp.Or(cfg.CheckpointMemory, -1), // 0: none, as above
 			Logger:                log.With(slog.String("route", rt.name)),
 			Route:                 rt.name,
 			IdentityHeader:        cfg.IdentityHeader,

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/agui-proxy/agui-proxy/agui"
-	"github.com/agui-proxy/agui-proxy/internal/panics"
+	"github.com/agui-proxy/agui-proxy/panics"
 )
 
 // Default limits (Options fields left zero take these; a negative value disables a limit).

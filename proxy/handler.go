@@ -22,10 +22,10 @@ import (
 	"github.com/agui-proxy/agui-proxy/hydrate"
 	"github.com/agui-proxy/agui-proxy/inspector"
 	"github.com/agui-proxy/agui-proxy/internal/inflight"
-	"github.com/agui-proxy/agui-proxy/internal/panics"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/internal/readahead"
 	"github.com/agui-proxy/agui-proxy/keepalive"
+	"github.com/agui-proxy/agui-proxy/panics"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/thread"
 )

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agui-proxy/agui-proxy/agui"
-	"github.com/agui-proxy/agui-proxy/internal/panics"
+	"github.com/agui-proxy/agui-proxy/panics"
 )
 
 // metrics holds the proxy's Prometheus collectors. A nil *metrics records nothing, so the hot

@@ -14,7 +14,7 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact/compacttest"
-	"github.com/agui-proxy/agui-proxy/internal/panics"
+	"github.com/agui-proxy/agui-proxy/panics"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 )

@@ -14,9 +14,9 @@ import (
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/inflight"
-	"github.com/agui-proxy/agui-proxy/internal/panics"
 	"github.com/agui-proxy/agui-proxy/keepalive"
 	"github.com/agui-proxy/agui-proxy/live"
+	"github.com/agui-proxy/agui-proxy/panics"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
 	"github.com/agui-proxy/agui-proxy/thread"

@@ -5,8 +5,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/agui-proxy/agui-proxy/internal/panics"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/panics"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agui-proxy/agui-proxy/internal/panics"
+	"github.com/agui-proxy/agui-proxy/panics"
 )
 
 // appendFinisher is a Store that stores a batch's events and finishes runs in one round trip

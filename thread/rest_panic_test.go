@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agui-proxy/agui-proxy/internal/panics"
+	"github.com/agui-proxy/agui-proxy/panics"
 	"github.com/agui-proxy/agui-proxy/thread"
 )
 

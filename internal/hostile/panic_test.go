@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/agui-proxy/agui-proxy/hydrate"
-	"github.com/agui-proxy/agui-proxy/internal/panics"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
+	"github.com/agui-proxy/agui-proxy/panics"
 	"github.com/agui-proxy/agui-proxy/proxy"
 )
 

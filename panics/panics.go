@@ -6,6 +6,9 @@
 // panic into an *Error, logs its stack once with the ids of the work it ended, and counts it
 // in agui_proxy_panics_total{where} (Collectors).
 //
+// It sits below every package that recovers through it (compact, recorder, thread, proxy)
+// and imports none of them.
+//
 // Probe is the hook the hostile tests use to make each family panic on demand; it costs one
 // atomic load where no hook is set.
 package panics

@@ -86,19 +86,12 @@ func TestCanonicalNumber(t *testing.T) {
 // state contain itself (its inner remove of the root changes nothing); the fold stops there
 // and the delta travels raw.
 func TestFoldStopsAtMoveOfRoot(t *testing.T) {
-	var events []Event
-	for _, line := range []string{
+	events := parseAll(t,
 		`{"type":"RUN_STARTED","threadId":"t","runId":"r"}`,
 		`{"type":"STATE_SNAPSHOT","snapshot":{"a":[]}}`,
 		`{"type":"STATE_DELTA","delta":[{"op":"move","from":"","path":"/a/0"}]}`,
 		`{"type":"RUN_FINISHED","threadId":"t","runId":"r"}`,
-	} {
-		e, err := ParseEvent([]byte(line))
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, e)
-	}
+	)
 	out, err := Compact(events, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -96,7 +96,10 @@ func (e *Error) Unwrap() error {
 // uses to abort a response on purpose, is panicked again.
 //
 //	defer func() {
-//		if err := panics.Recovered(panics.Pump, recover(), log, ids...); err != nil { ... }
+//		if v := recover(); v != nil {
+//			err := panics.Recovered(panics.Pump, v, log, ids...) // (ids built only then)
+//			...
+//		}
 //	}()
 func Recovered(where Where, v any, log *slog.Logger, attrs ...slog.Attr) *Error {
 	if v == nil {

@@ -199,7 +199,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.recoverRequest(gw, r)
 	switch rn, ar := h.serve(gw, r); {
 	case rn != nil:
-		h.stream(gw, rn)
+		h.stream(w, rn) // (its headers went through gw: a panic from here on aborts)
 	case ar != nil:
 		panics.Probe(panics.Attach, r.URL.Path)
 		h.attach.ServeHTTP(gw, ar)
@@ -246,7 +246,9 @@ func (g *guardWriter) Write(b []byte) (int, error) {
 // Flush sends what was written (httputil.ReverseProxy flushes through http.Flusher).
 func (g *guardWriter) Flush() {
 	g.wrote = true
-	http.NewResponseController(g.ResponseWriter).Flush()
+	if f, ok := g.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // Unwrap returns the ResponseWriter underneath, for http.ResponseController.

@@ -2,21 +2,18 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact/compacttest"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/panics"
 	"github.com/agui-proxy/agui-proxy/recorder"
-	"github.com/agui-proxy/agui-proxy/sse"
 )
 
 // pumpSeeds are agent answers for FuzzPump: valid streams with every JSON shape a state can
@@ -87,40 +84,58 @@ func FuzzPump(f *testing.F) {
 		before := totalPanics()
 
 		body := fmt.Sprintf(`{"threadId":%q,"runId":%q,"messages":[],"state":{},"tools":[],"context":[],"forwardedProps":{}}`, thread, run+thread)
-		res := postJSON(t, srv.URL, body)
-		if res.status != http.StatusOK {
-			t.Fatalf("run: %d %q", res.status, res.body)
+		res := runtest.PostRun(t, t.Context(), srv.URL, body, nil)
+		raw := mustRead(t, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("run: %d %q", res.StatusCode, raw)
 		}
-		evs := clientEvents(t, res.body)
-		if len(evs) < 2 || evs[0].typ != agui.RunStarted {
-			t.Fatalf("the client's stream does not start with RUN_STARTED and end: %q", res.body)
+		evs := fuzzFrames(t, raw)
+		if len(evs) < 2 || evs[0].eventType() != agui.RunStarted {
+			t.Fatalf("the client's stream does not start with RUN_STARTED and end: %q", raw)
 		}
 		for i, e := range evs {
-			terminal := agui.IsTerminal(e.typ)
+			terminal := agui.IsTerminal(e.eventType())
 			if last := i == len(evs)-1; terminal != last {
-				t.Fatalf("event %d of %d is %s: the one terminal event must be the last; stream %q", i, len(evs), e.typ, res.body)
+				t.Fatalf("event %d of %d is %s: the one terminal event must be the last; stream %q", i, len(evs), e.eventType(), raw)
 			}
 		}
-		waitRunEnded(t, store, thread, run+thread)
+		runtest.WaitRunEnded(t, store, thread, run+thread)
 		stored := storedEvents(t, store, thread, run+thread)
 		if len(stored) != len(evs) {
 			t.Fatalf("stored %d events, the client read %d", len(stored), len(evs))
 		}
 		for i, s := range stored {
-			got := clientEvents(t, s.Frame)
+			got := fuzzFrames(t, s.Frame)
 			if len(got) != 1 || got[0].id != evs[i].id || !bytes.Equal(got[0].data, evs[i].data) {
 				t.Fatalf("stored event %d %q, the client read id %q data %q", i, s.Frame, evs[i].id, evs[i].data)
 			}
 		}
 		for _, path := range []string{"/agui/threads/" + thread, "/agui/threads/" + thread + "/events"} {
-			if r := get(t, srv.URL+path); r.status != http.StatusOK {
-				t.Fatalf("GET %s: %d %q", path, r.status, r.body)
+			res, err := http.Get(srv.URL + path)
+			if err != nil {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			b := mustRead(t, res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s: %d %q", path, res.StatusCode, b)
 			}
 		}
 		if after := totalPanics(); after != before {
 			t.Fatalf("%d panics recovered while the proxy served this stream", after-before)
 		}
 	})
+}
+
+// fuzzFrames returns the data frames of an event stream the proxy wrote (a parse error fails).
+func fuzzFrames(t *testing.T, b []byte) []frame {
+	t.Helper()
+	fs, err := readFrames(t, bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("parsing %q: %v", b, err)
+	}
+	return dataFrames(fs)
 }
 
 // totalPanics sums the panics recovered in every family.
@@ -130,80 +145,4 @@ func totalPanics() uint64 {
 		n += panics.Count(w)
 	}
 	return n
-}
-
-type httpReply struct {
-	status int
-	body   []byte
-}
-
-func postJSON(t *testing.T, url, body string) httpReply {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	return doReq(t, req)
-}
-
-func get(t *testing.T, url string) httpReply {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	return doReq(t, req)
-}
-
-func doReq(t *testing.T, req *http.Request) httpReply {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := http.DefaultClient.Do(req.WithContext(ctx))
-	if err != nil {
-		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading: %v", req.Method, req.URL, err)
-	}
-	return httpReply{res.StatusCode, b}
-}
-
-type clientEvent struct {
-	typ, id string
-	data    []byte
-}
-
-// clientEvents parses the data frames of an event stream.
-func clientEvents(t *testing.T, b []byte) []clientEvent {
-	t.Helper()
-	rd := sse.NewReader(bytes.NewReader(b), sse.Limits{MaxLineBytes: 64 << 20, MaxFrameBytes: 64 << 20})
-	var out []clientEvent
-	for {
-		f, err := rd.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("parsing %q: %v", b, err)
-		}
-		if f.HasData {
-			typ, _ := agui.EventType(f.Data)
-			out = append(out, clientEvent{typ: typ, id: f.ID, data: bytes.Clone(f.Data)})
-		}
-	}
-}
-
-// waitRunEnded polls the store until the run is no longer running (at most 20 s).
-func waitRunEnded(t *testing.T, store recorder.Store, thread, run string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r, err := store.Run(context.Background(), thread, run)
-		if err == nil && r.Status != recorder.StatusRunning {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s/%s still running or unreadable: %+v, %v", thread, run, r, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -240,8 +240,8 @@ func (r *run) pump(body io.ReadCloser) {
 func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 	h := r.h
 	defer func() {
-		if e := panics.Recovered(panics.Pump, recover(), h.log, r.logIDs()...); e != nil {
-			err = e
+		if v := recover(); v != nil {
+			err = panics.Recovered(panics.Pump, v, h.log, r.logIDs()...)
 		}
 	}()
 	for {
@@ -250,7 +250,6 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 		if err != nil {
 			break
 		}
-		panics.Probe(panics.Pump, r.meta.ThreadID)
 		if r.markFrame != nil {
 			r.markFrame()
 		}
@@ -278,6 +277,7 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 			break
 		}
 		if !r.started {
+			panics.Probe(panics.Pump, r.meta.ThreadID) // (once per run: the test hook)
 			r.started = true
 			if typ == agui.RunStarted {
 				err = r.emitData(typ, r.enrichRunStarted(f.Data))
@@ -345,11 +345,14 @@ func (r *run) logIDs() []slog.Attr {
 // endSafely is end, contained: should end itself panic, the run is still recorded as ended
 // (INTERNAL) and its clients released.
 func (r *run) endSafely(readErr error) {
-	err := panics.Call(panics.Pump, r.h.log, func() error { r.end(readErr); return nil }, r.logIDs()...)
-	if err != nil {
-		r.rec.Finish(recorder.StatusError, CodeInternal, r.seq)
-		r.hub.End()
-	}
+	defer func() {
+		if v := recover(); v != nil {
+			panics.Recovered(panics.Pump, v, r.h.log, r.logIDs()...)
+			r.rec.Finish(recorder.StatusError, CodeInternal, r.seq)
+			r.hub.End()
+		}
+	}()
+	r.end(readErr)
 }
 
 // end records how the run ended, appending the RUN_STARTED / RUN_ERROR the upstream did not

@@ -697,7 +697,8 @@ func (t *tailer) dispatch(conn tailCmdable, res []redis.XStream, sps map[string]
 // clients resume from their last event id); the tail goes on for every other stream.
 func (t *tailer) dispatchStream(ts *tailStream, st redis.XStream, sp int64, gaps []Gap, now time.Time) {
 	defer func() {
-		if err := panics.Recovered(panics.Tail, recover(), t.s.log, slog.String("thread_id", ts.threadID), slog.String("run_id", ts.runID)); err != nil {
+		if v := recover(); v != nil {
+			err := panics.Recovered(panics.Tail, v, t.s.log, slog.String("thread_id", ts.threadID), slog.String("run_id", ts.runID))
 			for sub := range ts.subs {
 				t.end(sub, fmt.Errorf("following run %q in thread %q: %w", ts.runID, ts.threadID, err))
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
 	"github.com/agui-proxy/agui-proxy/recorder"
+	"github.com/agui-proxy/agui-proxy/recorder/recordertest"
 )
 
 // flakyStore wraps a Store: while failing is set every Append and FinishRun fails; a gate,
@@ -484,16 +485,25 @@ func TestWriterRefusesInvalidIDs(t *testing.T) {
 func TestWriterConcurrent(t *testing.T) {
 	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
 	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 100})
-	const runs, events = 40, 200
-	var wg sync.WaitGroup
-	rs := make([]recorder.Run, runs)
+	rs := make([]recorder.Run, 40)
 	for i := range rs {
 		rs[i] = testRun(fmt.Sprintf("t%d", i%10), fmt.Sprintf("r%d", i))
+	}
+	appendConcurrently(t, w, store, rs, 200, func(i int) bool { return i%4 == 0 })
+}
+
+// appendConcurrently has each of rs queue its events 1..events from a goroutine of its own
+// (through AppendSync where viaSync says so, else Append), then its finish; after Flush the store
+// must hold every run's events in order, byte for byte, and the Writer must have counted each
+// event and finish once and dropped none.
+func appendConcurrently(t *testing.T, w *recorder.Writer, store recorder.Store, rs []recorder.Run, events int64, viaSync func(i int) bool) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i, r := range rs {
 		wg.Go(func() {
-			r := rs[i]
 			for seq := int64(1); seq <= events; seq++ {
 				var err error
-				if i%4 == 0 {
+				if viaSync(i) {
 					err = recOf(t, w, r).AppendSync(context.Background(), testEvent(r, seq))
 				} else {
 					err = recOf(t, w, r).Append(testEvent(r, seq))
@@ -513,8 +523,8 @@ func TestWriterConcurrent(t *testing.T) {
 	for _, r := range rs {
 		checkStored(t, store, r, events)
 	}
-	if st := w.Stats(); st.Appended != runs*events || st.Finished != runs {
-		t.Errorf("Stats() = %+v, want %d appended, %d finished", st, runs*events, runs)
+	if st := w.Stats(); st.Appended != uint64(len(rs))*uint64(events) || st.Finished != uint64(len(rs)) || st.Dropped != 0 {
+		t.Errorf("Stats() = %+v, want %d appended, %d finished, none dropped", st, len(rs)*int(events), len(rs))
 	}
 }
 
@@ -951,34 +961,15 @@ func TestWriterLingerBatchBytes(t *testing.T) {
 func TestWriterLanesConcurrent(t *testing.T) {
 	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
 	w := newTestWriter(t, store, recorder.WriterConfig{MaxBatchEvents: 64, MaxBufferedEvents: 256, Lanes: 4})
-	const runs, events = 40, 300
-	var wg sync.WaitGroup
-	rs := make([]recorder.Run, runs)
+	rs := make([]recorder.Run, 40)
 	for i := range rs {
 		rs[i] = testRun(fmt.Sprintf("t%d", i), fmt.Sprintf("r%d", i))
-		wg.Go(func() {
-			r := rs[i]
-			for seq := int64(1); seq <= events; seq++ {
-				if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
-					t.Errorf("append %s/%d: %v", r.RunID, seq, err)
-					return
-				}
-			}
-			recOf(t, w, r).Finish(recorder.StatusFinished, "", events)
-		})
 	}
-	wg.Wait()
-	if err := w.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	appendConcurrently(t, w, store, rs, 300, func(int) bool { return false })
 	for _, r := range rs {
-		checkStored(t, store, r, events)
 		if got, err := store.Run(t.Context(), r.ThreadID, r.RunID); err != nil || got.Status != recorder.StatusFinished {
 			t.Fatalf("Run(%s) = %+v, %v; want finished", r.RunID, got, err)
 		}
-	}
-	if st := w.Stats(); st.Appended != runs*events || st.Finished != runs || st.Dropped != 0 {
-		t.Errorf("Stats() = %+v, want %d appended, %d finished, none dropped", st, runs*events, runs)
 	}
 }
 
@@ -1010,20 +1001,28 @@ func TestWriterLanesIndependent(t *testing.T) {
 	if err := recOf(t, w, held).Append(testEvent(held, 1)); err != nil {
 		t.Fatal(err)
 	}
-	// Threads until one lands in another lane than "held" (FNV-1a spreads them).
-	stored := 0
-	for i := 0; i < 64 && stored == 0; i++ {
-		r := testRun(fmt.Sprintf("free-%d", i), "r")
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		err := recOf(t, w, r).AppendSync(ctx, testEvent(r, 1))
-		cancel()
-		if err == nil {
-			checkStored(t, store, r, 1)
-			stored++
+	// Sixteen threads: those that hash to another lane than "held" are stored meanwhile.
+	free := make([]recorder.Run, 16)
+	for i := range free {
+		free[i] = testRun(fmt.Sprintf("free-%d", i), "r")
+		if err := recOf(t, w, free[i]).Append(testEvent(free[i], 1)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if stored == 0 {
-		t.Fatal("no run of another thread was stored while one lane's write was stuck")
+	deadline := time.Now().Add(recordertest.Patience)
+	for stored := 0; stored == 0; {
+		for _, r := range free {
+			if evs, err := store.Events(t.Context(), r.ThreadID, r.RunID, 0, 0); err == nil && len(evs) == 1 {
+				stored++
+			}
+		}
+		if stored == 0 && time.Now().After(deadline) {
+			t.Fatal("no run of another thread was stored while one lane's write was stuck")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if evs, _ := store.Events(t.Context(), held.ThreadID, held.RunID, 0, 0); len(evs) != 0 {
+		t.Fatalf("the stuck lane's run has %d events stored before its write was let go", len(evs))
 	}
 	close(store.gate)
 	if err := w.Flush(t.Context()); err != nil {

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -168,6 +169,58 @@ func (s *DiskStore) RenewLease(ctx context.Context, threadID, runID, node string
 	return stop, err
 }
 
+// RenewLeases implements BatchLeaser: every run's renewal in one transaction (one fsync),
+// where RenewLease costs one each.
+func (s *DiskStore) RenewLeases(ctx context.Context, node string, until time.Time, runs []RunRef) ([]LeaseOutcome, error) {
+	for _, r := range runs {
+		if err := validateIDs(r.ThreadID, &r.RunID); err != nil {
+			return nil, err
+		}
+	}
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	defer s.closeMu.RUnlock()
+	out := make([]LeaseOutcome, len(runs))
+	lease := msOrZero(leaseTime(until))
+	err := s.update(func(tx *bolt.Tx) error {
+		now := s.now()
+		for i, ref := range runs {
+			t, r, err := s.findRun(tx, ref.ThreadID, ref.RunID, now)
+			var abort errAbort
+			if errors.As(err, &abort) {
+				out[i] = LeaseNoRun
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out[i] = LeaseRenewed
+			if r.Status != string(StatusRunning) {
+				continue
+			}
+			r.Node, r.Lease = node, lease
+			if r.Stop {
+				out[i] = LeaseStop
+			}
+			if err := putJSON(tx.Bucket(bucketRuns), runKey(ref.ThreadID, ref.RunID), r); err != nil {
+				return err
+			}
+			if err := s.refreshThread(tx, ref.ThreadID, t, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RequestStop implements Leaser.
 func (s *DiskStore) RequestStop(ctx context.Context, threadID, runID string) error {
 	return s.writeRun(threadID, runID, func(tx *bolt.Tx, r *diskRun, now time.Time) error {
@@ -180,6 +233,9 @@ func (s *DiskStore) RequestStop(ctx context.Context, threadID, runID string) err
 }
 
 var (
-	_ Follower = (*DiskStore)(nil)
-	_ Leaser   = (*DiskStore)(nil)
+	_ Follower       = (*DiskStore)(nil)
+	_ Leaser         = (*DiskStore)(nil)
+	_ BatchLeaser    = (*DiskStore)(nil)
+	_ appendFinisher = (*DiskStore)(nil)
+	_ groupCommitter = (*DiskStore)(nil)
 )

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -433,5 +434,128 @@ func TestDiskStoreCheckpointPieces(t *testing.T) {
 	t.Logf("file %d bytes for a %d-byte checkpoint", fi.Size(), len(seg))
 	if fi.Size() > 3*int64(len(seg)) {
 		t.Errorf("file %d bytes for a %d-byte checkpoint rewritten longer 400 times, want within 3x", fi.Size(), len(seg))
+	}
+}
+
+// TestDiskStoreGroupCommit: concurrent run starts, appends, finishes and lease renewals share
+// transactions (groupCommit) without changing one answer: a refused start among them
+// (ErrRunAlreadyStarted) gets its refusal and the others their runs, every event and finish
+// is stored, and the byte counters, which every write of a shared transaction updates, add up
+// (in memory and after a reopen).
+func TestDiskStoreGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	s, err := recorder.OpenDiskStore(ctx, recorder.DiskConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 48
+	rs := make([]recorder.Run, n)
+	for i := range rs {
+		rs[i] = testRun(fmt.Sprintf("t%d", i), "r")
+	}
+	batch := func(r recorder.Run, seq int64) []recorder.Batch {
+		return []recorder.Batch{{Run: r, Events: []recorder.Event{testEvent(r, seq), testEvent(r, seq+1), testEvent(r, seq+2), testEvent(r, seq+3)}}}
+	}
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	for i := range 2 * n { // every run started twice at once: one start wins
+		wg.Go(func() {
+			_, errs[i] = s.CreateRun(ctx, rs[i%n], recorder.CreateOptions{})
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		a, b := errs[i], errs[i+n]
+		if (a == nil) == (b == nil) || !errors.Is(errors.Join(a, b), recorder.ErrRunAlreadyStarted) {
+			t.Fatalf("run %d started twice at once: %v and %v; want one start and one ErrRunAlreadyStarted", i, a, b)
+		}
+	}
+	for i := range rs {
+		wg.Go(func() {
+			r := rs[i]
+			for seq := int64(1); seq <= 20; seq += 4 {
+				if err := s.Append(ctx, batch(r, seq)); err != nil {
+					t.Errorf("Append(%s, %d) = %v", r.ThreadID, seq, err)
+					return
+				}
+			}
+			if _, err := s.RenewLeases(ctx, "node-a", time.Now().Add(time.Minute), []recorder.RunRef{{ThreadID: r.ThreadID, RunID: r.RunID}}); err != nil {
+				t.Errorf("RenewLeases(%s) = %v", r.ThreadID, err)
+			}
+			if err := s.FinishRun(ctx, r.ThreadID, r.RunID, recorder.StatusFinished, "", 20); err != nil {
+				t.Errorf("FinishRun(%s) = %v", r.ThreadID, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, r := range rs {
+		got, err := s.Run(ctx, r.ThreadID, r.RunID)
+		if err != nil || got.Status != recorder.StatusFinished || got.LastSeq != 20 || len(got.Gaps) != 0 {
+			t.Fatalf("Run(%s) = %+v, %v; want finished at seq 20 without gaps", r.ThreadID, got, err)
+		}
+		evs, err := s.Events(ctx, r.ThreadID, r.RunID, 0, 0)
+		if err != nil || len(evs) != 20 {
+			t.Fatalf("Events(%s) = %d events, %v; want 20", r.ThreadID, len(evs), err)
+		}
+	}
+	// The same appends one at a time make the same chunks: the counters must agree.
+	serial := openDisk(t, recorder.DiskConfig{NoSync: true})
+	for _, r := range rs {
+		if _, err := serial.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for seq := int64(1); seq <= 20; seq += 4 {
+			if err := serial.Append(ctx, batch(r, seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := serial.Stats().EventBytes
+	if got := s.Stats().EventBytes; got != want || want == 0 {
+		t.Fatalf("Stats().EventBytes = %d; want %d, as the same appends made one at a time", got, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openDisk(t, recorder.DiskConfig{Dir: dir})
+	if got := s2.Stats().EventBytes; got != want {
+		t.Fatalf("after reopen, Stats().EventBytes = %d; want %d", got, want)
+	}
+}
+
+// TestDiskStoreWriterTogether: through a Writer with a lease, the disk store writes a run's
+// events, the lease its appends renew and its finish in the batch's one transaction: the run
+// ends finished with every event, and a running run holds the Writer's lease.
+func TestDiskStoreWriterTogether(t *testing.T) {
+	s := openDisk(t, recorder.DiskConfig{NoSync: true})
+	ctx := t.Context()
+	done, running := testRun("t1", "r1"), testRun("t2", "r2")
+	for _, r := range []recorder.Run{done, running} {
+		if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := newTestWriter(t, s, recorder.WriterConfig{Lease: &recorder.WriterLease{Node: "node-a", TTL: time.Minute}})
+	for seq := int64(1); seq <= 30; seq++ {
+		for _, r := range []recorder.Run{done, running} {
+			if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := recOf(t, w, done).FinishSync(ctx, recorder.StatusFinished, "", 30); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Run(ctx, done.ThreadID, done.RunID)
+	if err != nil || got.Status != recorder.StatusFinished || got.LastSeq != 30 || len(got.Gaps) != 0 {
+		t.Fatalf("Run(finished) = %+v, %v; want finished at 30", got, err)
+	}
+	got, err = s.Run(ctx, running.ThreadID, running.RunID)
+	if err != nil || got.Status != recorder.StatusRunning || got.LastSeq != 30 || got.Node != "node-a" || time.Until(got.LeaseUntil) < 30*time.Second {
+		t.Fatalf("Run(running) = %+v, %v; want running at 30, leased by node-a for about a minute", got, err)
 	}
 }

@@ -19,6 +19,15 @@ type appendFinisher interface {
 	appendFinish(ctx context.Context, batches []Batch, fins []*finishOp, lease *appendLease, out []appendOutcome) error
 }
 
+// groupCommitter is a Store that commits each Append (and appendFinish) as one transaction
+// whose cost is about the runs it touches, not their events (DiskStore: the pages a bbolt
+// commit dirties and its fsync): the Writer's batches default to a lane's whole buffer
+// there (WriterConfig.MaxBatchEvents), so that a slow commit makes the next one larger
+// instead of the queue longer.
+type groupCommitter interface {
+	groupCommit()
+}
+
 // appendLease is the lease an append renews: node, and the expiry in ms since the epoch.
 type appendLease struct {
 	node    string

@@ -19,6 +19,11 @@ if not meta[1] then
   return redis.error_reply('NORUN run not found')
 end
 local last = tonumber(meta[2] or '0')
+-- append.lua's fast path leaves "last" behind: the stream's last entry says how far it got.
+local top = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)[1]
+if top then
+  last = math.max(last, tonumber(string.sub(top[1], 1, string.find(top[1], '-', 1, true) - 1)))
+end
 local gaps = meta[3] or ''
 local added = 0
 local function addgap(from, to)
@@ -33,7 +38,7 @@ local want = tonumber(ARGV[3])
 if want > last then
   addgap(last + 1, want)
 end
-redis.call('HSET', KEYS[3], 'status', ARGV[1], 'detail', ARGV[2], 'updated', ARGV[4], 'gaps', gaps)
+redis.call('HSET', KEYS[3], 'status', ARGV[1], 'detail', ARGV[2], 'updated', ARGV[4], 'gaps', gaps, 'last', last)
 local ttl = tonumber(ARGV[5])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)

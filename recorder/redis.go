@@ -173,7 +173,15 @@ type RedisStore struct {
 	tail        *tailer       // nil until the first Follow
 	// co coalesces the reads and creations of run starts into shared pipelines on r.
 	co coalescer
+	// errGen counts the failed appends: after one (a restart, a failover, a lost reply) no
+	// run takes append.lua's fast path before a full write says where it stands.
+	errGen atomic.Uint64
 }
+
+// redisMetaEvery is the longest a run streams on append.lua's fast path (its events only)
+// before a full write brings its metadata up to date: the run hash's "last" and "updated",
+// its lease (renewed by that write, well inside the lease's TTL) and its keys' TTLs.
+const redisMetaEvery = time.Second
 
 // NewRedisStore connects to Redis and checks it answers PING.
 func NewRedisStore(ctx context.Context, cfg RedisConfig) (*RedisStore, error) {
@@ -556,10 +564,36 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 	if lease != nil {
 		node, untilMs = lease.node, lease.untilMs
 	}
+	nowNs, errGen := time.Now().UnixNano(), s.errGen.Load()
+	// fast says whether batches[i] takes append.lua's fast path: a Writer's run whose last
+	// batch this store saw stored since its last error, whose events follow on from it, that
+	// has no finish and whose metadata was written less than redisMetaEvery ago.
+	fast := func(i int) bool {
+		b := &batches[i]
+		rec := b.rec
+		return !full && rec != nil && len(b.Events) > 0 && (fins == nil || fins[i] == nil) &&
+			rec.stored.last > 0 && rec.stored.errGen == errGen && b.Events[0].Seq == rec.stored.last+1 &&
+			nowNs-rec.stored.fullAt < int64(redisMetaEvery)
+	}
+	modes := make([]bool, len(batches))
+	// Each run's events of the batch as stream entries (redis_entry.go): entries[at[i]:at[i+1]]
+	// are batches[i]'s.
+	nev := 0
+	for _, i := range which {
+		nev += len(batches[i].Events)
+	}
+	entries := make([]entry, 0, nev)
+	at := make([]int, len(batches)+1)
+	var packBuf []byte
+	for i := range batches {
+		at[i] = len(entries)
+		entries = appendEntries(entries, batches[i].Events, &packBuf)
+	}
+	at[len(batches)] = len(entries)
 	for g, idx := range groups {
 		n := 6
 		for _, i := range idx {
-			n += 5 + 3*len(batches[i].Events)
+			n += 5 + 4*(at[i+1]-at[i])
 			if full {
 				n += 5
 			}
@@ -574,15 +608,25 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 		c = append(c, now, s.ttlMs, s.maxLen, fullFlag, node, untilMs)
 		for _, i := range idx {
 			b := &batches[i]
-			c = append(c, &b.Run.Epoch)
+			modes[i] = fast(i)
+			if modes[i] {
+				c = append(c, &b.Run.Epoch, "1")
+			} else {
+				c = append(c, &b.Run.Epoch, "0")
+			}
 			if full {
 				created, status := b.recreated(s.nowFunc())
 				c = append(c, b.Run.ParentRunID, b.Run.Owner, b.Run.Route, string(status), created.UnixMilli())
 			}
-			c = append(c, len(b.Events))
-			for k := range b.Events {
-				ev := &b.Events[k] // three allocations per event when boxed
-				c = append(c, &ev.Seq, &ev.Type, (*frameArg)(&ev.Frame))
+			es := entries[at[i]:at[i+1]]
+			c = append(c, len(es))
+			for k := range es {
+				e := &es[k] // pointers: boxing a value allocates, per entry
+				if e.ev != nil {
+					c = append(c, &e.last, &e.count, &e.ev.Type, (*frameArg)(&e.ev.Frame))
+				} else {
+					c = append(c, &e.last, &e.count, "", &e.packed)
+				}
 			}
 			if fins != nil && fins[i] != nil {
 				f := fins[i]
@@ -613,6 +657,7 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 		cmds, err = run(true)
 	}
 	if err != nil {
+		s.errGen.Add(1)
 		return nil, scriptError(err, "appending events")
 	}
 	var missing []int
@@ -627,7 +672,18 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 				l, _ := res[4*j+3].(int64)
 				out[i] = appendOutcome(l)
 			}
-			switch n, _ := res[4*j].(int64); n {
+			n, _ := res[4*j].(int64)
+			if rec := b.rec; rec != nil {
+				if n >= 0 && len(b.Events) > 0 {
+					rec.stored.last = max(rec.stored.last, b.Events[len(b.Events)-1].Seq)
+				} else if n < 0 {
+					rec.stored.last = 0
+				}
+				if !modes[i] {
+					rec.stored.fullAt, rec.stored.errGen = nowNs, errGen
+				}
+			}
+			switch n {
 			case -1:
 				s.log.Warn("recorder: events for a run id now used by another run were dropped",
 					"thread_id", b.Run.ThreadID, "run_id", b.Run.RunID, "epoch", b.Run.Epoch, "events", len(b.Events))
@@ -791,11 +847,13 @@ func (s *RedisStore) Thread(ctx context.Context, threadID string) (Thread, error
 type runRead struct {
 	meta   *redis.MapStringStringCmd
 	first  *redis.XMessageSliceCmd
+	top    *redis.XMessageSliceCmd // the last entry: append.lua's fast path leaves "last" behind
 	packed *redis.IntCmd
 }
 
 func queueRunRead(ctx context.Context, p redis.Pipeliner, k runKeys) runRead {
-	return runRead{meta: p.HGetAll(ctx, k.run), first: p.XRangeN(ctx, k.events, "-", "+", 1), packed: p.Exists(ctx, k.packed)}
+	return runRead{meta: p.HGetAll(ctx, k.run), first: p.XRangeN(ctx, k.events, "-", "+", 1),
+		top: p.XRevRangeN(ctx, k.events, "+", "-", 1), packed: p.Exists(ctx, k.packed)}
 }
 
 // decode builds the Run; ok is false when the run hash is missing.
@@ -805,6 +863,11 @@ func (rr runRead) decode(threadID, runID string) (Run, bool, error) {
 		return Run{}, false, nil
 	}
 	last, _ := strconv.ParseInt(m["last"], 10, 64)
+	if top := rr.top.Val(); len(top) > 0 {
+		if seq, err := streamSeq(top[0].ID); err == nil {
+			last = max(last, seq)
+		}
+	}
 	gaps, err := parseGaps(m["gaps"])
 	if err != nil {
 		return Run{}, true, fmt.Errorf("run %q in thread %q: %w", runID, threadID, err)
@@ -816,7 +879,7 @@ func (rr runRead) decode(threadID, runID string) (Run, bool, error) {
 		Node: m["node"], LeaseUntil: msTime(m["lease"]), CompactedAt: msTime(m["compacted"]),
 	}
 	if first := rr.first.Val(); len(first) > 0 {
-		r.FirstSeq, _ = streamSeq(first[0].ID)
+		r.FirstSeq, _ = entryFirst(first[0])
 	} else if last > 0 && rr.packed.Val() > 0 {
 		r.FirstSeq = 1 // compacted at rest: events 1..last in one packed value
 	} else if last > 0 {
@@ -960,13 +1023,14 @@ func (s *RedisStore) Events(ctx context.Context, threadID, runID string, afterSe
 	}
 	out := make([]Event, 0, len(msgs))
 	for _, m := range msgs {
-		seq, err := streamSeq(m.ID)
+		err := decodeEntry(m, afterSeq, func(seq int64, t, f string) {
+			if limit <= 0 || len(out) < limit {
+				out = append(out, Event{Seq: seq, Type: t, Frame: frameOf(f)})
+			}
+		})
 		if err != nil {
 			return nil, fmt.Errorf("events of run %q in thread %q: %w", runID, threadID, err)
 		}
-		t, _ := m.Values["t"].(string)
-		f, _ := m.Values["f"].(string)
-		out = append(out, Event{Seq: seq, Type: t, Frame: frameOf(f)})
 	}
 	return out, nil
 }

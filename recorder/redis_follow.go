@@ -203,17 +203,13 @@ type redisSub struct {
 // shared yet.
 func (sub *redisSub) take(msgs []redis.XMessage) error {
 	for _, m := range msgs {
-		seq, err := streamSeq(m.ID)
+		err := decodeEntry(m, sub.fed, func(seq int64, t, f string) {
+			sub.queue = append(sub.queue, queued{seq: seq, typ: t, frame: f})
+			sub.fed = seq
+		})
 		if err != nil {
 			return fmt.Errorf("following run %q in thread %q: %w", sub.runID, sub.threadID, err)
 		}
-		if seq <= sub.fed {
-			continue
-		}
-		t, _ := m.Values["t"].(string)
-		f, _ := m.Values["f"].(string)
-		sub.queue = append(sub.queue, queued{seq: seq, typ: t, frame: f})
-		sub.fed = seq
 	}
 	return nil
 }
@@ -659,7 +655,7 @@ func (t *tailer) dispatch(conn tailCmdable, res []redis.XStream, sps map[string]
 		if len(st.Messages) == 0 {
 			continue
 		}
-		first, err := streamSeq(st.Messages[0].ID)
+		first, err := entryFirst(st.Messages[0])
 		if err == nil && first > sps[st.Stream]+1 {
 			if gapsOf == nil {
 				gapsOf = map[string][]Gap{}
@@ -707,16 +703,15 @@ func (t *tailer) dispatchStream(ts *tailStream, st redis.XStream, sp int64, gaps
 	panics.Probe(panics.Tail, ts.threadID)
 	entries := make([]queued, 0, len(st.Messages))
 	for _, m := range st.Messages {
-		seq, err := streamSeq(m.ID)
+		err := decodeEntry(m, 0, func(seq int64, typ, f string) {
+			entries = append(entries, queued{seq: seq, typ: typ, frame: f})
+		})
 		if err != nil {
 			for sub := range ts.subs {
 				t.end(sub, fmt.Errorf("following run %q in thread %q: %w", ts.runID, ts.threadID, err))
 			}
 			return
 		}
-		typ, _ := m.Values["t"].(string)
-		f, _ := m.Values["f"].(string)
-		entries = append(entries, queued{seq: seq, typ: typ, frame: f})
 	}
 	ts.lastEvent = now
 	for sub := range ts.subs {

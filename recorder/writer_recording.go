@@ -38,6 +38,13 @@ type Recording struct {
 	// key is the store's key for the run (RedisStore: the run hash), set by the store from
 	// its lane goroutine the first time it writes the run.
 	key string
+	// stored is the store's (RedisStore) own record of what it wrote for the run, from its
+	// lane goroutine: the run's last seq it saw stored, the time of its last full write
+	// (append.lua's full path, unix nanoseconds) and the store's error generation then.
+	stored struct {
+		last, fullAt int64
+		errGen       uint64
+	}
 	// leasedAt is when an append last renewed the run's lease (WriterConfig.Lease), in unix
 	// nanoseconds; 0 before that and once the run's finish is stored.
 	leasedAt atomic.Int64

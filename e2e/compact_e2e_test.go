@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/compact/compacttest"
@@ -151,14 +153,27 @@ func TestCompactCrossLanguage(t *testing.T) {
 		compactWriteCase(t, dir, "demo-"+sc.name, sc.events)
 	}
 	compactRequireBrowser(t)
-	// The two builds run side by side (two processes, one per core).
+	// The two builds run side by side (two processes, one per core). Each checker fails a case
+	// that hangs by name (--case-timeout); one still running when a tenth of the time left to
+	// the test's deadline remains is stopped, and the test says which one hung.
+	ctx := t.Context()
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-time.Until(d)/10))
+		defer cancel()
+	}
 	scripts := []string{"compact-check.mjs", filepath.Join("browser", "compact-check.mjs")}
 	outs := make([][]byte, len(scripts))
 	errs := make([]error, len(scripts))
 	var wg sync.WaitGroup
 	for i, script := range scripts {
 		wg.Go(func() {
-			outs[i], errs[i] = exec.CommandContext(t.Context(), node, script, dir).CombinedOutput()
+			cmd := exec.CommandContext(ctx, node, script, dir)
+			cmd.WaitDelay = 10 * time.Second
+			outs[i], errs[i] = cmd.CombinedOutput()
+			if errs[i] != nil && ctx.Err() != nil {
+				errs[i] = fmt.Errorf("stopped before the test's deadline: it hung (%w)", errs[i])
+			}
 		})
 	}
 	wg.Wait()

@@ -180,7 +180,8 @@ type RedisStore struct {
 
 // redisMetaEvery is the longest a run streams on append.lua's fast path (its events only)
 // before a full write brings its metadata up to date: the run hash's "last" and "updated",
-// its lease (renewed by that write, well inside the lease's TTL) and its keys' TTLs.
+// its lease (renewed by that write; with a lease, a sixth of its TTL when shorter) and its
+// keys' TTLs.
 const redisMetaEvery = time.Second
 
 // NewRedisStore connects to Redis and checks it answers PING.
@@ -565,6 +566,12 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 		node, untilMs = lease.node, lease.untilMs
 	}
 	nowNs, errGen := time.Now().UnixNano(), s.errGen.Load()
+	// A run's lease is renewed by its full writes: they come at least twice per lease
+	// interval (a third of the lease's TTL), or the lease loop would renew it too.
+	every := int64(redisMetaEvery)
+	if lease != nil {
+		every = min(every, (lease.untilMs*int64(time.Millisecond)-nowNs)/6)
+	}
 	// fast says whether batches[i] takes append.lua's fast path: a Writer's run whose last
 	// batch this store saw stored since its last error, whose events follow on from it, that
 	// has no finish and whose metadata was written less than redisMetaEvery ago.
@@ -573,7 +580,7 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 		rec := b.rec
 		return !full && rec != nil && len(b.Events) > 0 && (fins == nil || fins[i] == nil) &&
 			rec.stored.last > 0 && rec.stored.errGen == errGen && b.Events[0].Seq == rec.stored.last+1 &&
-			nowNs-rec.stored.fullAt < int64(redisMetaEvery)
+			nowNs-rec.stored.fullAt < every
 	}
 	modes := make([]bool, len(batches))
 	// Each run's events of the batch as stream entries (redis_entry.go): entries[at[i]:at[i+1]]

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,6 +177,9 @@ type RedisStore struct {
 	// errGen counts the failed appends: after one (a restart, a failover, a lost reply) no
 	// run takes append.lua's fast path before a full write says where it stands.
 	errGen atomic.Uint64
+	// noSPublish is set once the server refused SPUBLISH (Redis 6): the plain fast path
+	// stops sending it (the live tail then reads every followed stream, see tailer).
+	noSPublish atomic.Bool
 }
 
 // redisMetaEvery is the longest a run streams on append.lua's fast path (its events only)
@@ -503,9 +507,16 @@ func (s *RedisStore) appendFinish(ctx context.Context, batches []Batch, fins []*
 	for i := range all {
 		all[i] = i
 	}
-	missing, err := s.appendCalls(ctx, batches, fins, keys, all, false, lease, out)
+	missing, retry, err := s.appendCalls(ctx, batches, fins, keys, all, false, lease, out)
+	if err == nil && len(retry) > 0 {
+		// Runs whose plain fast path met a vanished stream or a retry: the full path says
+		// what happened (second round trip).
+		var more []int
+		more, _, err = s.appendCalls(ctx, batches, fins, keys, retry, false, lease, out)
+		missing = append(missing, more...)
+	}
 	if err == nil && len(missing) > 0 {
-		_, err = s.appendCalls(ctx, batches, fins, keys, missing, true, lease, out)
+		_, _, err = s.appendCalls(ctx, batches, fins, keys, missing, true, lease, out)
 	}
 	return err
 }
@@ -550,12 +561,7 @@ func (s *RedisStore) runKey(threadID, runID string) (string, error) {
 // append.lua call per slot, in one pipeline; full sends what re-creating a lost run takes;
 // lease, when not nil, is renewed for the runs that store events (their outcomes in out). It
 // returns the batches answered -2 (metadata missing, not sent in full).
-func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*finishOp, keys []string, which []int, full bool, lease *appendLease, out []appendOutcome) ([]int, error) {
-	groups := s.callGroups(keys, which, 0)
-	// Each call is the whole command, EVALSHA sha numkeys keys... argv..., sent with Do: the
-	// script helpers would copy every argument into a slice of their own.
-	calls := make([][]any, len(groups))
-	firstKeys := make([]string, len(groups))
+func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*finishOp, keys []string, which []int, full bool, lease *appendLease, out []appendOutcome) (missing, retry []int, err error) {
 	now := s.nowMs()
 	fullFlag := 0
 	if full {
@@ -582,7 +588,27 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 			rec.stored.last > 0 && rec.stored.errGen == errGen && b.Events[0].Seq == rec.stored.last+1 &&
 			nowNs-rec.stored.fullAt < every
 	}
-	modes := make([]bool, len(batches))
+	// modes[i]: batches[i] takes the fast path, in append.lua (Cluster, where a plain command
+	// and a script call of one slot cannot share a call) or as plain commands (plain[i]):
+	// an XADD NOMKSTREAM per entry and the SPUBLISH, without a script.
+	modes, plain := make([]bool, len(batches)), make([]bool, len(batches))
+	scripted := make([]int, 0, len(which))
+	for _, i := range which {
+		modes[i] = fast(i)
+		if modes[i] && !s.appendBySlot {
+			plain[i] = true
+			continue
+		}
+		scripted = append(scripted, i)
+	}
+	groups := s.callGroups(keys, scripted, 0)
+	if len(scripted) == 0 {
+		groups = nil
+	}
+	// Each call is the whole command, EVALSHA sha numkeys keys... argv..., sent with Do: the
+	// script helpers would copy every argument into a slice of their own.
+	calls := make([][]any, len(groups), len(groups)+len(which))
+	firstKeys := make([]string, len(groups), cap(calls))
 	// Each run's events of the batch as stream entries (redis_entry.go): entries[at[i]:at[i+1]]
 	// are batches[i]'s.
 	nev := 0
@@ -615,7 +641,6 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 		c = append(c, now, s.ttlMs, s.maxLen, fullFlag, node, untilMs)
 		for _, i := range idx {
 			b := &batches[i]
-			modes[i] = fast(i)
 			if modes[i] {
 				c = append(c, &b.Run.Epoch, "1")
 			} else {
@@ -645,9 +670,37 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 		calls[g] = c
 		firstKeys[g] = keys[idx[0]]
 	}
+	// The plain fast path: plainAt[j] is the batch of calls[len(groups)+j] (-1: a SPUBLISH).
+	var plainAt []int
+	for _, i := range which {
+		if !plain[i] {
+			continue
+		}
+		rec := batches[i].rec
+		if rec.stored.stream == "" {
+			rec.stored.stream = key(s.prefix, batches[i].Run.ThreadID, kindEvents, batches[i].Run.RunID)
+		}
+		stream := &rec.stored.stream
+		for k := at[i]; k < at[i+1]; k++ {
+			e := &entries[k]
+			id := strconv.FormatInt(e.last, 10) + "-0"
+			if e.ev != nil {
+				calls = append(calls, []any{"xadd", stream, "NOMKSTREAM", id, "t", &e.ev.Type, "f", (*frameArg)(&e.ev.Frame)})
+			} else {
+				calls = append(calls, []any{"xadd", stream, "NOMKSTREAM", id, "n", &e.count, "p", &e.packed})
+			}
+			firstKeys = append(firstKeys, *stream)
+			plainAt = append(plainAt, i)
+		}
+		if !s.noSPublish.Load() {
+			calls = append(calls, []any{"spublish", stream, &entries[at[i+1]-1].last})
+			firstKeys = append(firstKeys, *stream)
+			plainAt = append(plainAt, -1)
+		}
+	}
 	run := func(eval bool) ([]redis.Cmder, error) {
 		if eval { // the script cache is empty (a restart): send the script itself
-			for _, c := range calls {
+			for _, c := range calls[:len(groups)] {
 				c[0], c[1] = "eval", appendLua
 			}
 		}
@@ -663,12 +716,55 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 	if err != nil && hasNoScript(cmds) {
 		cmds, err = run(true)
 	}
+	// The plain fast path's refusals are answers: an XADD NOMKSTREAM of nil (the stream
+	// vanished) or refused as not above the stream's last entry (a retry) sends the run down
+	// append.lua's full path (retry), which tells what happened; a SPUBLISH unknown to the
+	// server (Redis 6) is not sent again.
+	if err != nil && len(cmds) == len(calls) && len(plainAt) > 0 {
+		// err is the first failed command's, or the pipeline's own (ErrNotReplicated): the
+		// latter stands whatever the commands answered.
+		answered := false
+		for _, c := range cmds {
+			answered = answered || c.Err() == err
+		}
+		if answered {
+			err = nil
+		}
+		for j, c := range cmds {
+			e := c.Err()
+			switch {
+			case e == nil || err != nil:
+			case j < len(groups):
+				err = e
+			case plainAt[j-len(groups)] == -1:
+				if strings.Contains(strings.ToLower(e.Error()), "unknown command") {
+					s.noSPublish.Store(true)
+				}
+			case errors.Is(e, redis.Nil) || strings.Contains(e.Error(), "equal or smaller"):
+				if i := plainAt[j-len(groups)]; !slices.Contains(retry, i) {
+					retry = append(retry, i)
+				}
+			default:
+				err = e
+			}
+		}
+	}
 	if err != nil {
 		s.errGen.Add(1)
-		return nil, scriptError(err, "appending events")
+		return nil, nil, scriptError(err, "appending events")
 	}
-	var missing []int
-	for g, c := range cmds {
+	for j := len(groups); j < len(cmds); j++ {
+		i := plainAt[j-len(groups)]
+		if i < 0 || slices.Contains(retry, i) {
+			continue
+		}
+		b := batches[i]
+		b.rec.stored.last = max(b.rec.stored.last, b.Events[len(b.Events)-1].Seq)
+	}
+	for _, i := range retry {
+		batches[i].rec.stored.last = 0 // the full path next
+	}
+	for g, c := range cmds[:len(groups)] {
 		res, _ := c.(*redis.Cmd).Slice()
 		for j, i := range groups[g] {
 			if len(res) < 4*j+4 {
@@ -703,7 +799,7 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 			}
 		}
 	}
-	return missing, nil
+	return missing, retry, nil
 }
 
 // writePipeline sends n writes (queue(p, i) queues the i-th, whose first key is firstKeys[i])

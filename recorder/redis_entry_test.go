@@ -131,3 +131,52 @@ func seqsOf(evs []recorder.Event) []int64 {
 	}
 	return out
 }
+
+// TestRedisFastPathFallback: a Writer's streaming run takes the fast path (plain XADDs);
+// when its stream vanishes behind its back (evicted) the next batch goes the full path and
+// records the lost events as a gap, and when the stream already holds the batch's entry (a
+// write whose answer was lost) the full path stores nothing twice.
+func TestRedisFastPathFallback(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newRedisStore(t, recorder.RedisConfig{URL: srv.URL(), Prefix: "f"})
+	c := srv.Client(t)
+	ctx := t.Context()
+	w := newTestWriter(t, s, recorder.WriterConfig{})
+	r := testRun("t1", "r1")
+	if _, err := s.CreateRun(ctx, r, recorder.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(from, to int64) {
+		t.Helper()
+		for seq := from; seq <= to; seq++ {
+			if err := recOf(t, w, r).Append(testEvent(r, seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, 5)
+	send(6, 10) // the fast path
+	if err := c.Del(ctx, "f:{t1}:events:r1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	send(11, 12) // the stream vanished: events 1-10 are a gap
+	// The same entry written before, as by a write whose answer was lost.
+	if err := s.Append(ctx, []recorder.Batch{{Run: r, Events: []recorder.Event{testEvent(r, 13), testEvent(r, 14), testEvent(r, 15)}}}); err != nil {
+		t.Fatal(err)
+	}
+	send(13, 15) // stored already
+	if err := recOf(t, w, r).FinishSync(ctx, recorder.StatusFinished, "", 15); err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.Run(ctx, r.ThreadID, r.RunID)
+	if err != nil || run.LastSeq != 15 || run.Status != recorder.StatusFinished || fmt.Sprint(run.Gaps) != fmt.Sprint([]recorder.Gap{{From: 1, To: 10}}) {
+		t.Fatalf("Run = %+v, %v; want finished at 15 with the gap 1-10", run, err)
+	}
+	got, err := s.Events(ctx, r.ThreadID, r.RunID, 0, 0)
+	if err != nil || fmt.Sprint(seqsOf(got)) != "[11 12 13 14 15]" {
+		t.Fatalf("Events = %v, %v; want 11-15 once each", seqsOf(got), err)
+	}
+}

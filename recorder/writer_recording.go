@@ -44,6 +44,7 @@ type Recording struct {
 	stored struct {
 		last, fullAt int64
 		errGen       uint64
+		stream       string // the run's events stream key
 	}
 	// leasedAt is when an append last renewed the run's lease (WriterConfig.Lease), in unix
 	// nanoseconds; 0 before that and once the run's finish is stored.

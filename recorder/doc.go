@@ -28,7 +28,11 @@
 //	                                                 owner, created, updated, last, gaps,
 //	                                                 node, lease (ms), stop ("1" once requested),
 //	                                                 compacted (ms, once compacted at rest)
-//	<prefix>:{<threadKey>}:events:<runId>    stream  entry id "<seq>-0", fields t (type), f (frame)
+//	<prefix>:{<threadKey>}:events:<runId>    stream  entry id "<last seq>-0": one event, fields
+//	                                                 t (type), f (frame) (version 1), or a
+//	                                                 batch's consecutive events, fields n
+//	                                                 (count), p (packed) (version 2;
+//	                                                 redis_entry.go)
 //	<prefix>:{<threadKey>}:checkpoint:<runId> string the run's checkpoint
 //	<prefix>:{<threadKey>}:packed:<runId>    string  a run compacted at rest: its events in one
 //	                                                 compressed value (packed.go), in place of
@@ -50,11 +54,17 @@
 //     ErrThreadNotFound, other route → ErrThreadRoomMismatch, known run → ErrRunAlreadyStarted,
 //     parent not in the thread → ErrRunNotFound), run hash, runs list, TTLs.
 //   - append.lua (one call per batch on one server or Sentinel, one per thread's slot on
-//     Cluster, the runs of a Store.Append in one pipeline, one round trip; each run costs an
-//     HMGET, an XADD per event, an HSET and the notification): skips seqs not above the run's
-//     "last" (so go-redis re-sending a write whose reply was lost, or the Writer retrying,
-//     never duplicates — plain XADD * would), records a gap on a seq jump, XADD with the
-//     explicit id "<seq>-0" and MAXLEN ~, updates last/updated/gaps, refreshes the TTLs. The
+//     Cluster, the runs of a Store.Append in one pipeline, one round trip; on its full path
+//     each run costs an HMGET, an XREVRANGE, an XADD per entry, an HSET and the
+//     notification): skips seqs not above the run's last stored one (so go-redis re-sending a
+//     write whose reply was lost, or the Writer retrying, never duplicates — plain XADD *
+//     would), records a gap on a seq jump, XADD with the explicit id "<last seq>-0" and
+//     MINID ~, updates last/updated/gaps, refreshes the TTLs. A Writer's run that streams
+//     takes the fast path most of the time: only its entries' XADD NOMKSTREAM and the
+//     notification, as plain commands in the batch's pipeline (in the script on Cluster), the
+//     metadata brought up to date by a full write at least every second (and twice per lease
+//     interval); an XADD answered nil or refused as a duplicate sends the run down the full
+//     path, which says what happened. The
 //     call carries only the epoch and the events of each run; if a run hash is missing (data
 //     lost) the run is sent again with Batch.Run's metadata, and re-created (thread and run)
 //     with the unseen head recorded as a gap; events carrying another epoch than the stored
@@ -116,9 +126,12 @@
 // The fast path between a Writer and the store is private, and is this contract: a Batch
 // carries its Recording (Batch.rec), through which the store keeps its key for the run
 // (Recording.key, set once from the lane's goroutine) instead of building and validating it per
-// batch; appendFinish stores the events, applies each finish after its run's events and
-// renews the leases in one call, idempotently (an item stored twice is skipped by seq), so a
-// failed call is sent again whole.
+// batch, and what it last saw stored for the run (Recording.stored: RedisStore's fast path is
+// taken only right after a write of the run it saw succeed, and after no error since);
+// appendFinish stores the events, applies each finish after its run's events and renews the
+// leases in one call, idempotently (an item stored twice is skipped by seq), so a failed call
+// is sent again whole. A store that commits a batch as one transaction (groupCommitter,
+// DiskStore) gets batches of a lane's whole buffer.
 //
 // # What a crash can lose, and how it shows
 //
@@ -143,8 +156,9 @@
 //
 // # Retention
 //
-// MaxEventsPerRun trims the oldest events (Redis: XADD MAXLEN ~, which keeps somewhat more, at
-// stream node boundaries; memory: exact); FirstSeq moves up and Complete(after) is false for
+// MaxEventsPerRun trims the oldest events (Redis: XADD MINID ~ at the last seq less the
+// bound, which keeps somewhat more, at stream node boundaries, and counts events, not entries;
+// MAXLEN ~ in entries before Redis 6.2; memory: exact); FirstSeq moves up and Complete(after) is false for
 // positions before it. TTL removes a thread TTL after its last write: in Redis each append
 // refreshes the thread's and the run's keys, and creating or finishing a run refreshes every
 // key of the thread (a loop over its runs list), so a thread's runs expire together unless one
@@ -212,7 +226,10 @@
 // meta; every key starts with "<threadId>" and a 0 byte (ids never hold a 0 byte), so a thread is a
 // contiguous key range. Events are stored as chunks, one per run per Append (at most 128
 // events each, keyed by their first seq, CRC-32C checked on every read), so one Writer batch
-// of many runs is one transaction with one key per run. Retention drops whole chunks. The
+// of many runs is one transaction with one key per run. Concurrent writes share transactions
+// (groupCommit, disk_commit.go): a run start, a finish or a lease renewal made while another
+// write commits waits for it, then commits with every write queued meanwhile, in one fsync;
+// alone it commits at once. Retention drops whole chunks. The
 // running bucket lists the runs whose status is running: bbolt locks the file, so at open they
 // all belong to a process that died, and OpenDiskStore ends each with a RUN_ERROR (code
 // INTERRUPTED) after its last stored event. Write errors caused by a full disk wrap

@@ -21,7 +21,7 @@ const (
 	kindThread     = "thread"     // hash: owner, route, created
 	kindRuns       = "runs"       // list of run ids in creation order
 	kindRun        = "run"        // hash: the run's metadata
-	kindEvents     = "events"     // stream: one entry per event, id "<seq>-0"
+	kindEvents     = "events"     // stream: entries of one or more events, id "<last seq>-0" (redis_entry.go)
 	kindCheckpoint = "checkpoint" // string: the run's checkpoint
 	kindPacked     = "packed"     // string: a run compacted at rest, its events packed (packed.go)
 )

@@ -70,6 +70,14 @@ local function addgap(gaps, from, to)
   return gaps .. ',' .. r
 end
 
+-- answer adds one run's four answers to the reply.
+local function answer(stored, recreated, finished, leased)
+  out[#out + 1] = stored
+  out[#out + 1] = recreated
+  out[#out + 1] = finished
+  out[#out + 1] = leased
+end
+
 -- uvarint reads the unsigned varint at byte i of s; it returns the value and the next index.
 local function uvarint(s, i)
   local v, mul = 0, 1
@@ -187,10 +195,7 @@ for k = 1, #KEYS do
     if fastStored > 0 then
       redis.pcall('SPUBLISH', stream, fastLast)
     end
-    out[#out + 1] = fastStored
-    out[#out + 1] = 0
-    out[#out + 1] = 0
-    out[#out + 1] = 0
+    answer(fastStored, 0, 0, 0)
   else
     local meta = redis.call('HMGET', runkey, 'epoch', 'last', 'gaps', 'status', 'stop')
     local last, gaps, oldgaps = 0, '', nil
@@ -199,10 +204,7 @@ for k = 1, #KEYS do
     local leased = 0 -- the lease answer: 1 renewed, 2 renewed and asked to stop
     if not meta[1] then
       if not full then
-        out[#out + 1] = -2
-        out[#out + 1] = 0
-        out[#out + 1] = 0
-        out[#out + 1] = 0
+        answer(-2, 0, 0, 0)
         skip = true
       else
         -- Never created, or lost with the store's data: re-create thread and run from the batch.
@@ -226,10 +228,7 @@ for k = 1, #KEYS do
         oldgaps = gaps
       end
     elseif meta[1] ~= epoch then
-      out[#out + 1] = -1
-      out[#out + 1] = 0
-      out[#out + 1] = 0
-      out[#out + 1] = 0
+      answer(-1, 0, 0, 0)
       skip = true
     else
       last = tonumber(meta[2] or '0')
@@ -334,10 +333,7 @@ for k = 1, #KEYS do
       if fin then
         redis.pcall('SPUBLISH', stream, 'end')
       end
-      out[#out + 1] = stored
-      out[#out + 1] = recreated
-      out[#out + 1] = fin and 1 or 0
-      out[#out + 1] = leased
+      answer(stored, recreated, fin and 1 or 0, leased)
     end
   end
 end

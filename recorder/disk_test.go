@@ -445,10 +445,7 @@ func TestDiskStoreCheckpointPieces(t *testing.T) {
 func TestDiskStoreGroupCommit(t *testing.T) {
 	dir := t.TempDir()
 	ctx := t.Context()
-	s, err := recorder.OpenDiskStore(ctx, recorder.DiskConfig{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDisk(t, recorder.DiskConfig{Dir: dir})
 	const n = 48
 	rs := make([]recorder.Run, n)
 	for i := range rs {

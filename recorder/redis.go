@@ -609,24 +609,24 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 	// script helpers would copy every argument into a slice of their own.
 	calls := make([][]any, len(groups), len(groups)+len(which))
 	firstKeys := make([]string, len(groups), cap(calls))
-	// Each run's events of the batch as stream entries (redis_entry.go): entries[at[i]:at[i+1]]
-	// are batches[i]'s.
+	// Each sent run's events of the batch as stream entries (redis_entry.go):
+	// entries[span[i][0]:span[i][1]] are batches[i]'s.
 	nev := 0
 	for _, i := range which {
 		nev += len(batches[i].Events)
 	}
 	entries := make([]entry, 0, nev)
-	at := make([]int, len(batches)+1)
+	span := make([][2]int, len(batches)) // set for which only: the others are not sent
 	var packBuf []byte
-	for i := range batches {
-		at[i] = len(entries)
+	for _, i := range which {
+		span[i][0] = len(entries)
 		entries = appendEntries(entries, batches[i].Events, &packBuf)
+		span[i][1] = len(entries)
 	}
-	at[len(batches)] = len(entries)
 	for g, idx := range groups {
 		n := 6
 		for _, i := range idx {
-			n += 5 + 4*(at[i+1]-at[i])
+			n += 5 + 4*(span[i][1]-span[i][0])
 			if full {
 				n += 5
 			}
@@ -650,7 +650,7 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 				created, status := b.recreated(s.nowFunc())
 				c = append(c, b.Run.ParentRunID, b.Run.Owner, b.Run.Route, string(status), created.UnixMilli())
 			}
-			es := entries[at[i]:at[i+1]]
+			es := entries[span[i][0]:span[i][1]]
 			c = append(c, len(es))
 			for k := range es {
 				e := &es[k] // pointers: boxing a value allocates, per entry
@@ -681,7 +681,7 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 			rec.stored.stream = key(s.prefix, batches[i].Run.ThreadID, kindEvents, batches[i].Run.RunID)
 		}
 		stream := &rec.stored.stream
-		for k := at[i]; k < at[i+1]; k++ {
+		for k := span[i][0]; k < span[i][1]; k++ {
 			e := &entries[k]
 			id := strconv.FormatInt(e.last, 10) + "-0"
 			if e.ev != nil {
@@ -693,7 +693,7 @@ func (s *RedisStore) appendCalls(ctx context.Context, batches []Batch, fins []*f
 			plainAt = append(plainAt, i)
 		}
 		if !s.noSPublish.Load() {
-			calls = append(calls, []any{"spublish", stream, &entries[at[i+1]-1].last})
+			calls = append(calls, []any{"spublish", stream, &entries[span[i][1]-1].last})
 			firstKeys = append(firstKeys, *stream)
 			plainAt = append(plainAt, -1)
 		}

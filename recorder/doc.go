@@ -229,7 +229,10 @@
 // of many runs is one transaction with one key per run. Concurrent writes share transactions
 // (groupCommit, disk_commit.go): a run start, a finish or a lease renewal made while another
 // write commits waits for it, then commits with every write queued meanwhile, in one fsync;
-// alone it commits at once. Retention drops whole chunks. The
+// alone it commits at once. Run and thread records are a small binary layout behind a
+// version byte (disk_record.go), read and written once per run per batch; JSON records of
+// earlier versions are still read (a file written by this version is not readable by an
+// earlier one: roll back with a backup export, not the file). Retention drops whole chunks. The
 // running bucket lists the runs whose status is running: bbolt locks the file, so at open they
 // all belong to a process that died, and OpenDiskStore ends each with a RUN_ERROR (code
 // INTERRUPTED) after its last stored event. Write errors caused by a full disk wrap

@@ -113,7 +113,10 @@
 //     the runs of the threads that hash to it (WriterConfig.Lanes; the proxy's default is
 //     DefaultLanes), so that several batches are in flight at once and one round trip does
 //     not hold every run. A lane writes in queue order: a run's events and its finish are
-//     stored in the order they were queued, retries included. Backpressure is per lane: a
+//     stored in the order they were queued, retries included. One exception keeps a run's
+//     end prompt without cutting the others' Linger short: a FinishSync's run has its queued
+//     items written at once, ahead of the rest (an express write); they stay in the queue
+//     marked taken, so positions and Stored still count the queue in order. Backpressure is per lane: a
 //     full lane slows the runs that append to it (they wait for its next completed write, at
 //     most FullWait while the store makes no progress, then drop with a gap);
 //   - writer_store.go: a lane's side of the store: one Store.Append per batch (with the

@@ -122,7 +122,8 @@ type WriterConfig struct {
 	// waiting on the store (AppendSync, Flush, a full buffer) or a queue of MaxBatchEvents
 	// ends the wait at once, so sync durability is not delayed; a FinishSync has its run's
 	// queued events and finish written at once, ahead of the rest, and leaves the other runs'
-	// events lingering (an express write), so a run's terminal event is not delayed either.
+	// events lingering (an express write; on a DiskStore, whose commits are serialized, it
+	// ends the wait too), so a run's terminal event is not delayed either.
 	// An event reaches the store up to Linger later. Zero: send at once.
 	Linger time.Duration
 	// BusyLinger is the Linger while many runs stream at once: after a batch that carried the

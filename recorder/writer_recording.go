@@ -185,8 +185,19 @@ func (r *Recording) Finish(status RunStatus, detail string, lastSeq int64) {
 // events and its finish at once, ahead of the rest (an express write, lane.expressWrite), and
 // lets the other runs' events gather as long as they would have. At 2,000 streams a run ends
 // every few milliseconds; each ending a Linger kept every batch at about one event per run.
+//
+// On a store that commits a batch as one transaction (DiskStore) it waits for the lane's
+// next batch instead, as a caller waiting on the store does: its commits are serialized, so
+// one per run's end would cost an fsync each and hold back everything else.
 func (r *Recording) FinishSync(ctx context.Context, status RunStatus, detail string, lastSeq int64) error {
 	l := r.l
+	if _, group := l.cfg.Store.(groupCommitter); group || l.cfg.Linger <= 0 {
+		pos, ok := r.finish(status, detail, lastSeq)
+		if !ok {
+			return ErrClosed
+		}
+		return l.wait(ctx, pos)
+	}
 	f := &finishOp{status: status, detail: detail, lastSeq: lastSeq, stored: make(chan struct{})}
 	if _, ok := r.enqueueFinish(f, true); !ok {
 		return ErrClosed

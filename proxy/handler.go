@@ -314,7 +314,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 		return nil, nil
 	}
 	if !acceptsEventStream(r) && !agui.LooksLikeRunInput(body) {
-		// A JSON POST that is not a run: forward the buffered copy untouched.
+		// A POST that is not a run: forward the buffered copy untouched.
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		h.rp.ServeHTTP(w, r)
 		return nil, nil
@@ -336,7 +336,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 }
 
 // isRunCandidate reports whether r may start a run: a POST that asks for an event stream (the
-// official HttpAgent always sends Accept: text/event-stream) or that carries JSON.
+// official HttpAgent always sends Accept: text/event-stream) or whose body may be JSON however
+// it is labelled: application/json (or a +json type), no Content-Type, or one of the defaults
+// that clients put on a body they were not told the type of (curl -d sends
+// application/x-www-form-urlencoded, fetch with a string text/plain). Such a body is read
+// (at most MaxBodyBytes) and is a run when it has top-level threadId and runId, so that a run
+// is never streamed unrecorded because of its label. Other POSTs (multipart uploads, binary
+// types) are proxied unread.
 func isRunCandidate(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false
@@ -344,8 +350,16 @@ func isRunCandidate(r *http.Request) bool {
 	if acceptsEventStream(r) {
 		return true
 	}
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return mt == "application/json"
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	switch mt {
+	case "application/json", "application/x-www-form-urlencoded", "text/plain":
+		return true
+	}
+	return strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
 }
 
 func acceptsEventStream(r *http.Request) bool {
@@ -616,6 +630,13 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 func (h *Handler) modifyResponse(res *http.Response) error {
 	rn := runFrom(res.Request.Context())
 	if rn == nil {
+		if res.Request.Method == http.MethodPost && isEventStream(res.Header) {
+			// A stream the proxy cannot record: say so, once per request, rather than let the
+			// caller find the thread missing later.
+			h.log.LogAttrs(res.Request.Context(), slog.LevelWarn,
+				"a POST was answered with an event stream but is not a run (its body is not a JSON object with threadId and runId): passed through, not recorded",
+				slog.String("path", res.Request.URL.Path), slog.String("content_type", res.Request.Header.Get("Content-Type")))
+		}
 		return nil
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 || !isEventStream(res.Header) {

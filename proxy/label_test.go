@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agui-proxy/agui-proxy/recorder"
+)
+
+// lockedBuffer is a bytes.Buffer a logger may write to from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRunRecognisedHoweverLabelled: a run body is recognised by what it is, not by its
+// Content-Type: curl -d labels it application/x-www-form-urlencoded, fetch with a string
+// text/plain, some clients send none, and none of them need to ask for an event stream. Each
+// such run is recorded and streamed with ids; a POST answered with an event stream that is
+// not a run is passed through and logged as not recorded.
+func TestRunRecognisedHoweverLabelled(t *testing.T) {
+	_, upstream := countingUpstream(t)
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	var logs lockedBuffer
+	_, px := startProxy(t, upstream, Config{Store: store, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for i, ct := range []string{"application/x-www-form-urlencoded", "text/plain;charset=UTF-8", "", "application/vnd.agui+json"} {
+		t.Run(ct, func(t *testing.T) {
+			thread := "label-" + string(rune('a'+i))
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, px.URL+"/",
+				strings.NewReader(`{"threadId":"`+thread+`","runId":"r1","messages":[]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Del("Content-Type")
+			if ct != "" {
+				req.Header.Set("Content-Type", ct)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if !bytes.Contains(body, []byte("\nid: r1:")) {
+				t.Fatalf("Content-Type %q: the stream has no id lines (not recognised as a run):\n%s", ct, body)
+			}
+			run, err := store.Run(context.Background(), recorder.ThreadKey("", "default", thread), "r1")
+			if err != nil {
+				t.Fatalf("Content-Type %q: the run was not recorded: %v", ct, err)
+			}
+			if run.RunID != "r1" {
+				t.Errorf("recorded run = %+v", run)
+			}
+		})
+	}
+	// Not a run (no runId), answered with an event stream: passed through, and the log says so.
+	res, err := http.Post(px.URL+"/", "application/json", strings.NewReader(`{"threadId":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !bytes.Contains(body, []byte("RUN_FINISHED")) || bytes.Contains(body, []byte("\nid: ")) {
+		t.Errorf("a POST that is not a run was not passed through untouched:\n%s", body)
+	}
+	if !strings.Contains(logs.String(), "is not a run") || !strings.Contains(logs.String(), "not recorded") {
+		t.Errorf("no warning that the stream was not recorded; logs:\n%s", logs.String())
+	}
+	// A multipart upload is not read.
+	res, err = http.Post(px.URL+"/upload", "multipart/form-data; boundary=x", strings.NewReader(`{"threadId":"m","runId":"r1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if _, err := store.Run(context.Background(), recorder.ThreadKey("", "default", "m"), "r1"); err == nil {
+		t.Error("a multipart POST was taken for a run")
+	}
+}

@@ -425,7 +425,7 @@ func TestBackupUsage(t *testing.T) {
 		t.Fatalf("-h = exit %d", code)
 	}
 	for _, want := range []string{"agui-proxy export", "agui-proxy import", "-dry-run"} {
-		if !strings.Contains(errb.String(), want) {
+		if !strings.Contains(out.String(), want) {
 			t.Errorf("agui-proxy -h lacks %q", want)
 		}
 	}

@@ -149,7 +149,7 @@ func TestREADMEShellBlocks(t *testing.T) {
 const readmeRedisURL = "redis://127.0.0.1:6379/0"
 
 // cliChildEnv makes TestCLIChild run agui-proxy with the arguments after "--".
-const cliChildEnv = "AGUI_TEST_CLI_CHILD"
+const cliChildEnv = "AGUIPROXY_TEST_CLI_CHILD"
 
 // TestCLIChild is the agui-proxy command the README examples run (through cliOnPath): it runs
 // the command line after "--" and exits with its status.

@@ -264,12 +264,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 	}
 	if h.cfg.IdentityHeader != "" && owner == "" && !h.cfg.AnonymousPassthrough {
 		// Multi-tenant: no request reaches the agent (or the history) without an identity.
-		h.fail(w, r, problem.ErrIdentityRequired)
+		h.fail(w, r, thread.IdentityRequired(h.cfg.IdentityHeader))
 		return nil, nil
 	}
 	r = r.WithContext(thread.WithOwner(r.Context(), owner, nil))
 	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
-		if h.ui != nil && inspector.Match(h.cfg.AttachPrefix, r.URL.Path) {
+		if inspector.Match(h.cfg.AttachPrefix, r.URL.Path) {
+			if h.ui == nil {
+				h.fail(w, r, problem.WithDetail(problem.ErrNoSuchEndpoint,
+					"the inspector is off: start the proxy with AGUI_INSPECTOR=true (proxy.Config.Inspector) to serve it here"))
+				return nil, nil
+			}
 			h.serveInspector(w, r, owner)
 			return nil, nil
 		}
@@ -430,6 +435,10 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 			// it (the agent is not called again).
 			h.attach.ServeResume(w, r, in.ThreadID, in.RunID, lastID)
 			return nil
+		}
+		if in.ParentRunID != "" && errors.Is(err, recorder.ErrRunNotFound) {
+			err = problem.WithDetail(err, fmt.Sprintf("parentRunId %q is not a run of thread %q: leave parentRunId out to continue the thread's latest run, or take a runId from GET %sthreads/%s/runs",
+				in.ParentRunID, in.ThreadID, h.cfg.AttachPrefix, in.ThreadID))
 		}
 		h.fail(w, r, err)
 		return nil
@@ -950,7 +959,7 @@ func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
 // like every attach endpoint.
 func (h *Handler) serveInspector(w http.ResponseWriter, r *http.Request, owner string) {
 	if h.cfg.IdentityHeader != "" && owner == "" {
-		h.fail(w, r, problem.ErrIdentityRequired)
+		h.fail(w, r, thread.IdentityRequired(h.cfg.IdentityHeader))
 		return
 	}
 	h.ui.ServeHTTP(w, r)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agui-proxy/agui-proxy/internal/problem"
+	"github.com/agui-proxy/agui-proxy/internal/runtest"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
@@ -93,5 +95,54 @@ func TestRunRecognisedHoweverLabelled(t *testing.T) {
 	res.Body.Close()
 	if _, err := store.Run(context.Background(), recorder.ThreadKey("", "default", "m"), "r1"); err == nil {
 		t.Error("a multipart POST was taken for a run")
+	}
+}
+
+// TestProblemsSayWhatToDo: the problems a newcomer meets first name what to change: the
+// identity header to send, the parentRunId that is not a run of the thread, the variable
+// that turns the inspector on; and ?after= with no id is refused rather than replaying from
+// the start.
+func TestProblemsSayWhatToDo(t *testing.T) {
+	_, upstream := countingUpstream(t)
+	store := recorder.NewMemoryStore(recorder.MemoryConfig{})
+	_, px := startProxy(t, upstream, Config{Store: store})
+	get := func(path string) problem.Problem {
+		t.Helper()
+		res, err := http.Get(px.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtest.DecodeProblem(t, res)
+	}
+
+	_, mt := startProxy(t, upstream, Config{Store: store, IdentityHeader: "X-Agui-User"})
+	p := runtest.DecodeProblem(t, runtest.PostRun(t, t.Context(), mt.URL, `{"threadId":"t","runId":"r","messages":[]}`, nil))
+	if p.Code != CodeIdentityRequired || !strings.Contains(p.Detail, "X-Agui-User header") {
+		t.Errorf("run without an identity: %+v, want IdentityRequired naming the X-Agui-User header", p)
+	}
+	res, err := http.Get(mt.URL + "/agui/threads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := runtest.DecodeProblem(t, res); p.Code != CodeIdentityRequired || !strings.Contains(p.Detail, "X-Agui-User header") {
+		t.Errorf("thread list without an identity: %+v", p)
+	}
+
+	res = runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"pt","runId":"r1","messages":[]}`, nil)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	p = runtest.DecodeProblem(t, runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"pt","runId":"r2","parentRunId":"nope","messages":[]}`, nil))
+	if p.Code != CodeRunNotFound || !strings.Contains(p.Detail, `parentRunId "nope" is not a run of thread "pt"`) || !strings.Contains(p.Detail, "/agui/threads/pt/runs") {
+		t.Errorf("unknown parentRunId: %+v", p)
+	}
+
+	if p := get("/agui/ui/"); p.Status != http.StatusNotFound || !strings.Contains(p.Detail, "AGUI_INSPECTOR=true") {
+		t.Errorf("/agui/ui/ with the inspector off: %+v, want a 404 saying AGUI_INSPECTOR=true", p)
+	}
+	if p := get("/agui/threads/pt/events?after="); p.Status != http.StatusBadRequest || p.Code != problem.CodeInvalidQuery || !strings.Contains(p.Detail, "after is empty") {
+		t.Errorf("?after= with no id: %+v, want 400 InvalidQuery", p)
+	}
+	if p := get("/agui/threads/pt/runs/r1/events?after="); p.Status != http.StatusBadRequest {
+		t.Errorf("run attach ?after= with no id: %+v, want 400", p)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -58,12 +60,29 @@ func openBackupStore(a storeArgs, cmd string, quiet bool) (recorder.Store, strin
 		}
 		return nil, name, fmt.Errorf("%s works on a Redis store (AGUI_REDIS_URL, AGUI_REDIS_CLUSTER_ADDRS or AGUI_REDIS_SENTINEL_ADDRS) or a disk store (AGUI_STORE_PATH); none is set, and the memory store lives only inside a running proxy (use GET <prefix>export there)", cmd)
 	}
+	if quiet && name == "disk" {
+		// A dry run creates nothing: a directory without a store file holds no thread yet.
+		if _, err := os.Stat(filepath.Join(cfg.StorePath, recorder.DiskFileName)); errors.Is(err, fs.ErrNotExist) {
+			return nil, diskAbsent, nil
+		}
+	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	s, err := openStore(a.ctx, cfg, log)
 	if err != nil {
 		return nil, name, err
 	}
 	return s, name, nil
+}
+
+// diskAbsent is openBackupStore's name for a disk store a dry run found not created yet.
+const diskAbsent = "disk (not created yet)"
+
+// plural is n and word, with an s unless n is 1: "1 run", "2 runs".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // runExport implements "agui-proxy export".
@@ -172,8 +191,8 @@ goes to stderr. Exit status: 0 done, 2 bad flags or configuration, 3 the store f
 	if err == nil {
 		err = w.Flush()
 	}
-	summary := fmt.Sprintf("%d threads (%d runs) exported from the %s store in %s; %d not matching the filters, %d gone during the export",
-		exported, runs, name, time.Since(start).Round(time.Millisecond), skipped, vanished)
+	summary := fmt.Sprintf("%s (%s) exported from the %s store in %s; %d not matching the filters, %d gone during the export",
+		plural(exported, "thread"), plural(runs, "run"), name, time.Since(start).Round(time.Millisecond), skipped, vanished)
 	if err != nil {
 		return fail(exitStoreErr, "stopped: %v\nagui-proxy export: %s (the output is incomplete)", err, summary)
 	}
@@ -257,13 +276,15 @@ import again to finish it).
 	storeErr := im.readLines(in, cfg.MaxImportBytes)
 	verb, into := "imported", "into the "+name+" store"
 	switch {
+	case *dryRun && name == diskAbsent:
+		verb, into = "would be imported", "(dry run: AGUI_STORE_PATH holds no store yet, so every thread is new; nothing was created)"
 	case *dryRun && store == nil:
 		verb, into = "would be imported", "(dry run: no store configured, the documents alone were checked; nothing was written)"
 	case *dryRun:
 		verb, into = "would be imported", "into the "+name+" store (dry run: nothing was written)"
 	}
-	summary := fmt.Sprintf("%d threads (%d runs) %s from %s %s in %s; %d already present, %d lines refused",
-		im.imported, im.runs, verb, inName, into, time.Since(start).Round(time.Millisecond), im.present, im.refused)
+	summary := fmt.Sprintf("%s (%s) %s from %s %s in %s; %d already present, %s refused",
+		plural(im.imported, "thread"), plural(im.runs, "run"), verb, inName, into, time.Since(start).Round(time.Millisecond), im.present, plural(im.refused, "line"))
 	if storeErr != nil {
 		return fail(exitStoreErr, "stopped at line %d: %v\nagui-proxy import: %s (the lines before were imported; run the same import again to finish)",
 			im.line, storeErr, summary)
@@ -363,7 +384,7 @@ func (im *importer) importLine(line []byte) error {
 		}
 		im.imported++
 		im.runs += len(doc.Runs)
-		fmt.Fprintf(im.out, "line %d: thread %q: would import %d runs (owner %q, route %q)\n", im.line, to.ThreadID, len(doc.Runs), to.Owner, to.Route)
+		fmt.Fprintf(im.out, "line %d: thread %q: would import %s (owner %q, route %q)\n", im.line, to.ThreadID, plural(len(doc.Runs), "run"), to.Owner, to.Route)
 		return nil
 	}
 	n, err := attach.ImportThread(im.ctx, im.store, to, doc)
@@ -409,11 +430,11 @@ func (im *importer) existing(to attach.ImportTarget, doc attach.ExportDoc) error
 	if th.Owner == to.Owner && th.Route == to.Route && slices.Equal(have, want) {
 		im.present++
 		if im.dryRun {
-			fmt.Fprintf(im.out, "line %d: thread %q: already present (the same %d runs), would be left as it is\n", im.line, to.ThreadID, len(runs))
+			fmt.Fprintf(im.out, "line %d: thread %q: already present (the same %s), would be left as it is\n", im.line, to.ThreadID, plural(len(runs), "run"))
 		}
 		return nil
 	}
-	im.refuse("thread %q already exists with other history (owner %q route %q, %d runs; the document: owner %q route %q, %d runs): not imported",
-		to.ThreadID, th.Owner, th.Route, len(have), to.Owner, to.Route, len(want))
+	im.refuse("thread %q already exists with other history (owner %q route %q, %s; the document: owner %q route %q, %s): not imported",
+		to.ThreadID, th.Owner, th.Route, plural(len(have), "run"), to.Owner, to.Route, plural(len(want), "run"))
 	return nil
 }

@@ -134,7 +134,7 @@ func TestREADMEShellBlocks(t *testing.T) {
 		regexp.MustCompile(`"threadId":"t1","runId":"r1","status":"finished"`),   // ?run=r1
 		regexp.MustCompile(`\{"runs":2,"threadId":"t1-copy"\}`),                  // the import
 		regexp.MustCompile(`"runId":"r4","stopping":true`),                       // the stop answer
-		regexp.MustCompile(`(?m)^line 1: thread "[^"]+": would import \d+ runs`), // the import dry run
+		regexp.MustCompile(`(?m)^line 1: thread "[^"]+": would import \d+ runs?`), // the import dry run
 	} {
 		if !want.MatchString(got) {
 			t.Errorf("README output lacks %s\nstdout:\n%s", want, tail(got))

@@ -449,7 +449,7 @@ func TestImportStoreFails(t *testing.T) {
 	env := redisEnv(dstSrv)
 	env["AGUI_STORE_TIMEOUT"] = "2s"
 	code, _, errs := cli(t, env, &killingReader{first: first + "\n", rest: rest, srv: dstSrv}, "import")
-	if code != exitStoreErr || !strings.Contains(errs, "stopped at line 2") || !strings.Contains(errs, "1 threads (") {
+	if code != exitStoreErr || !strings.Contains(errs, "stopped at line 2") || !strings.Contains(errs, "1 thread (") {
 		t.Fatalf("import against a killed Redis = exit %d, want 3 stopped at line 2\n%s", code, errs)
 	}
 	dstSrv.Restart()

@@ -162,3 +162,13 @@ func TestStartupFailures(t *testing.T) {
 		t.Errorf("unreachable Redis: exit %d, stderr:\n%s", code, errs)
 	}
 }
+
+// TestVersionLine: a version set at build time (make build: -X main.version=<git describe>)
+// is what agui-proxy version prints first, with the Go version and platform after it.
+func TestVersionLine(t *testing.T) {
+	defer func(v string) { version = v }(version)
+	version = "v1.2.3-4-gabcdef0"
+	if got := versionLine(); !strings.HasPrefix(got, "agui-proxy v1.2.3-4-gabcdef0 ") || !strings.Contains(got, " go1.") {
+		t.Errorf("versionLine() = %q", got)
+	}
+}

@@ -142,6 +142,10 @@ func TestStartupFailures(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the disk store was created for a proxy that could not listen (%v)", err)
 	}
+	code, _, errs = runCLI(t, []string{"AGUI_LISTEN=127.0.0.1:0", "AGUI_PPROF_LISTEN=" + ln.Addr().String(), "AGUI_STORE_PATH=" + dir})
+	if code != 1 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "AGUI_PPROF_LISTEN="+ln.Addr().String()+": the address is already in use") {
+		t.Errorf("pprof address in use: exit %d, stderr:\n%s", code, errs)
+	}
 	code, _, errs = runCLI(t, []string{"AGUI_LISTEN=8080", "AGUI_STORE_PATH=" + dir})
 	if code != 2 || !strings.Contains(errs, `AGUI_LISTEN="8080"`) {
 		t.Errorf("AGUI_LISTEN=8080: exit %d, stderr:\n%s", code, errs)

@@ -149,6 +149,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 		return err
 	}
 	defer ln.Close() // (Serve closes it too; this covers the returns before Serve)
+	var pprofLn net.Listener
+	if cfg.PprofListen != "" {
+		if pprofLn, err = listen(cfg.PprofListen, "AGUI_PPROF_LISTEN"); err != nil {
+			return err
+		}
+		defer pprofLn.Close()
+	}
 	store, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return storeStartError(cfg, err)
@@ -267,12 +274,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	serveErr := make(chan error, 3) // (each of the two Serve calls and the pprof server may send once)
 	go func() { serveErr <- srv.Serve(ln) }()
 	go func() { serveErr <- srv.Serve(returned) }()
-	if cfg.PprofListen != "" {
-		pprofSrv, err := startPprof(cfg.PprofListen, log, serveErr)
-		if err != nil {
-			return err
-		}
-		defer pprofSrv.Close()
+	if pprofLn != nil {
+		defer startPprof(pprofLn, log, serveErr).Close()
 	}
 
 	select {
@@ -435,12 +438,8 @@ func readyReason(err error) string {
 	return "store unreachable"
 }
 
-// startPprof serves net/http/pprof on its own listener.
-func startPprof(addr string, log *slog.Logger, errs chan<- error) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("pprof listener: %w", err)
-	}
+// startPprof serves net/http/pprof on its own listener, ln.
+func startPprof(ln net.Listener, log *slog.Logger, errs chan<- error) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -454,5 +453,5 @@ func startPprof(addr string, log *slog.Logger, errs chan<- error) (*http.Server,
 			errs <- err
 		}
 	}()
-	return srv, nil
+	return srv
 }

@@ -297,6 +297,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout))
+	if !acceptsEventStream(r) && !isJSONType(r.Header.Get("Content-Type")) {
+		// Labelled otherwise (a form, text, nothing): a body that does not start as a JSON
+		// object is no run, and goes to the agent unread, however large.
+		prefix, object, err := sniffObject(r.Body)
+		if !object && err == nil {
+			rc.SetReadDeadline(time.Time{})
+			r.Body = prefixedBody{Reader: io.MultiReader(bytes.NewReader(prefix), r.Body), Closer: r.Body}
+			h.rp.ServeHTTP(w, r)
+			return nil, nil
+		}
+		r.Body = prefixedBody{Reader: io.MultiReader(bytes.NewReader(prefix), r.Body), Closer: r.Body}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	r.Body.Close()
 	rc.SetReadDeadline(time.Time{})
@@ -344,10 +356,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 // official HttpAgent always sends Accept: text/event-stream) or whose body may be JSON however
 // it is labelled: application/json (or a +json type), no Content-Type, or one of the defaults
 // that clients put on a body they were not told the type of (curl -d sends
-// application/x-www-form-urlencoded, fetch with a string text/plain). Such a body is read
-// (at most MaxBodyBytes) and is a run when it has top-level threadId and runId, so that a run
-// is never streamed unrecorded because of its label. Other POSTs (multipart uploads, binary
-// types) are proxied unread.
+// application/x-www-form-urlencoded, fetch with a string text/plain). Such a body, when it
+// starts as a JSON object (serve sniffs its first byte; any other goes to the agent unread,
+// however large), is read (at most MaxBodyBytes) and is a run when it has top-level threadId
+// and runId, so that a run is never streamed unrecorded because of its label. Other POSTs
+// (multipart uploads, binary types) are proxied unread.
 func isRunCandidate(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false
@@ -365,6 +378,40 @@ func isRunCandidate(r *http.Request) bool {
 		return true
 	}
 	return strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// isJSONType reports whether the Content-Type ct is application/json or a +json type.
+func isJSONType(ct string) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// sniffObject reads body until its first byte that is not JSON white space, and reports
+// whether that byte opens an object. It returns what it read, to be sent on with the rest. A
+// body of white space only (or more than 4 KiB of it) is not an object.
+func sniffObject(body io.Reader) ([]byte, bool, error) {
+	var prefix []byte
+	buf := make([]byte, 512)
+	for len(prefix) < 4<<10 {
+		n, err := body.Read(buf)
+		prefix = append(prefix, buf[:n]...)
+		if i := bytes.IndexFunc(buf[:n], func(r rune) bool { return r != ' ' && r != '\t' && r != '\r' && r != '\n' }); i >= 0 {
+			return prefix, buf[i] == '{', nil
+		}
+		if err == io.EOF {
+			return prefix, false, nil
+		}
+		if err != nil {
+			return prefix, false, err
+		}
+	}
+	return prefix, false, nil
+}
+
+// prefixedBody is a request body whose first bytes were read already (sniffObject).
+type prefixedBody struct {
+	io.Reader
+	io.Closer
 }
 
 func acceptsEventStream(r *http.Request) bool {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -95,6 +96,47 @@ func TestRunRecognisedHoweverLabelled(t *testing.T) {
 	res.Body.Close()
 	if _, err := store.Run(context.Background(), recorder.ThreadKey("", "default", "m"), "r1"); err == nil {
 		t.Error("a multipart POST was taken for a run")
+	}
+}
+
+// TestNotRunBodiesGoUnread: a POST labelled as a form, text or nothing whose body does not
+// start as a JSON object is no run: it reaches the agent whole and unread, even above
+// MaxBodyBytes; one that starts as an object is read like a JSON body (413 above the limit).
+func TestNotRunBodiesGoUnread(t *testing.T) {
+	echo := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "%s %d", r.Header.Get("Content-Type"), n)
+	}))
+	_, px := startProxy(t, echo.URL, Config{Store: recorder.NewMemoryStore(recorder.MemoryConfig{}), MaxBodyBytes: 1 << 10})
+	big := strings.Repeat("x", 64<<10)
+	for _, tt := range []struct{ ct, body, want string }{
+		{"text/plain", big, fmt.Sprintf("text/plain %d", len(big))},
+		{"application/x-www-form-urlencoded", "a=1&b=" + big, fmt.Sprintf("application/x-www-form-urlencoded %d", len(big)+6)},
+		{"", "  \n" + big, fmt.Sprintf(" %d", len(big)+3)},
+		{"text/plain", "", "text/plain 0"},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, px.URL+"/upload", strings.NewReader(tt.body))
+		req.Header.Del("Content-Type")
+		if tt.ct != "" {
+			req.Header.Set("Content-Type", tt.ct)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(got) != tt.want {
+			t.Errorf("POST %q of %d bytes = %d %q, want 200 %q", tt.ct, len(tt.body), res.StatusCode, got, tt.want)
+		}
+	}
+	res, err := http.Post(px.URL+"/", "text/plain", strings.NewReader(`{"threadId":"t","runId":"r","state":"`+big+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := runtest.DecodeProblem(t, res); p.Code != CodeBodyTooLarge {
+		t.Errorf("an object body above the limit = %+v, want 413 BodyTooLarge", p)
 	}
 }
 

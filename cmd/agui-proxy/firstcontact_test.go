@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
 // runCLI runs agui-proxy (this test binary as the command, see TestCLIChild) in a process of
@@ -124,7 +126,8 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-// TestStartupFailures: a listen address in use and an unreachable Redis each stop the start
+// TestStartupFailures: a listen address in use (the proxy's, pprof's), a disk store another process
+// holds and an unreachable Redis each stop the start
 // with one line naming the variable and the fix (no log records, no go-redis pool lines), and
 // a disk store is not created for a proxy that cannot listen or whose configuration is wrong.
 func TestStartupFailures(t *testing.T) {
@@ -152,6 +155,18 @@ func TestStartupFailures(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the disk store was created for a configuration that is refused (%v)", err)
+	}
+
+	held := t.TempDir() // a disk store another process has open
+	other, err := recorder.OpenDiskStore(t.Context(), recorder.DiskConfig{Dir: held})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	code, _, errs = runCLI(t, []string{"AGUI_LISTEN=127.0.0.1:0", "AGUI_STORE_PATH=" + held})
+	if code != 1 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "AGUI_STORE_PATH="+held+": ") ||
+		!strings.Contains(errs, "in use by another process") || !strings.Contains(errs, "stop the other agui-proxy") {
+		t.Errorf("disk store in use: exit %d, stderr:\n%s", code, errs)
 	}
 
 	closed, err := net.Listen("tcp", "127.0.0.1:0") // a port nobody listens on once closed

@@ -126,10 +126,10 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-// TestStartupFailures: a listen address in use (the proxy's, pprof's), a disk store another process
-// holds and an unreachable Redis each stop the start
-// with one line naming the variable and the fix (no log records, no go-redis pool lines), and
-// a disk store is not created for a proxy that cannot listen or whose configuration is wrong.
+// TestStartupFailures: a listen address in use (the proxy's, pprof's), a disk store another
+// process holds and an unreachable Redis each stop the start with one line naming the variable
+// and the fix (no log records, no go-redis pool lines), and a disk store is not created for a
+// proxy that cannot listen or whose configuration is wrong.
 func TestStartupFailures(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

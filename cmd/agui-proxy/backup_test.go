@@ -478,13 +478,13 @@ func TestBackupUsage(t *testing.T) {
 		"export": {"-owner", "-route", "-since", "-until", "Exit status: 0", "origin"},
 		"import": {"-dry-run", "-default-owner", "-default-route", "Exit status: 0", "already present"},
 	} {
-		code, _, errs := cli(t, map[string]string{}, nil, cmd, "-h")
-		if code != exitOK {
-			t.Errorf("%s -h = exit %d", cmd, code)
+		code, help, errs := cli(t, map[string]string{}, nil, cmd, "-h")
+		if code != exitOK || errs != "" {
+			t.Errorf("%s -h = exit %d, stderr %q (the usage belongs on stdout)", cmd, code, errs)
 		}
 		for _, w := range wants {
-			if !strings.Contains(errs, w) {
-				t.Errorf("%s -h lacks %q:\n%s", cmd, w, errs)
+			if !strings.Contains(help, w) {
+				t.Errorf("%s -h lacks %q:\n%s", cmd, w, help)
 			}
 		}
 		code, _, errs = cli(t, map[string]string{}, strings.NewReader(""), cmd)

@@ -88,7 +88,8 @@ func plural(n int, word string) string {
 // runExport implements "agui-proxy export".
 func runExport(a storeArgs, args []string, stdout io.Writer) int {
 	fs := flag.NewFlagSet("agui-proxy export", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
+	uw := helpOut(args, stdout, a.stderr)
+	fs.SetOutput(uw)
 	var owner, route *string
 	fs.Func("owner", "only the threads of this identity (the identity header's value; \"\" for single-tenant threads)",
 		func(s string) error { owner = &s; return nil })
@@ -97,7 +98,7 @@ func runExport(a storeArgs, args []string, stdout io.Writer) int {
 	since := fs.String("since", "", "only threads whose latest run started at or after this RFC 3339 time")
 	until := fs.String("until", "", "only threads whose latest run started before this RFC 3339 time")
 	fs.Usage = func() {
-		fmt.Fprint(a.stderr, `usage: agui-proxy export [-owner ID] [-route NAME] [-since TIME] [-until TIME] > threads.ndjson
+		fmt.Fprint(uw, `usage: agui-proxy export [-owner ID] [-route NAME] [-since TIME] [-until TIME] > threads.ndjson
 
 Writes every thread of the store configured by the environment (AGUI_REDIS_URL, Cluster or
 Sentinel, or AGUI_STORE_PATH; stop the proxy first for a disk store, which one process opens at
@@ -216,12 +217,13 @@ func parseTimeFlag(name, v string) (time.Time, error) {
 func runImport(a storeArgs, args []string, stdin io.Reader, stdout io.Writer) int {
 	cfg, cfgErr := loadConfig(a.env)
 	fs := flag.NewFlagSet("agui-proxy import", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
+	uw := helpOut(args, stdout, a.stderr)
+	fs.SetOutput(uw)
 	dryRun := fs.Bool("dry-run", false, "check every line and report what would be imported (to stdout); write nothing")
 	defOwner := fs.String("default-owner", "", "owner of documents without an \"origin\" (from GET <prefix>export); \"\" is single-tenant")
 	defRoute := fs.String("default-route", cfg.Route, "route of documents without an \"origin\" (from GET <prefix>export); the default is AGUI_ROUTE's value")
 	fs.Usage = func() {
-		fmt.Fprint(a.stderr, `usage: agui-proxy import [-dry-run] [-default-owner ID] [-default-route NAME] [FILE]
+		fmt.Fprint(uw, `usage: agui-proxy import [-dry-run] [-default-owner ID] [-default-route NAME] [FILE]
 
 Reads NDJSON export documents (from agui-proxy export or GET <prefix>export; FILE, or stdin when
 absent or "-") into the store configured by the environment, one thread per line, each under

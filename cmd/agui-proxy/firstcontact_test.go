@@ -191,3 +191,21 @@ func TestVersionLine(t *testing.T) {
 		t.Errorf("versionLine() = %q", got)
 	}
 }
+
+// TestCommandHelp: each command's -h is on stdout with exit 0 (agui-proxy export -h | less
+// shows it); a bad flag's usage goes to stderr with exit 2.
+func TestCommandHelp(t *testing.T) {
+	for _, cmd := range []string{"compact", "export", "import"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{cmd, "-h"}, strings.NewReader(""), &out, &errb); code != 0 || errb.Len() != 0 ||
+			!strings.Contains(out.String(), "usage: agui-proxy "+cmd) {
+			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", cmd, code, out.String(), errb.String())
+		}
+		out.Reset()
+		errb.Reset()
+		if code := run([]string{cmd, "-nonsense"}, strings.NewReader(""), &out, &errb); code != 2 || out.Len() != 0 ||
+			!strings.Contains(errb.String(), "-nonsense") || !strings.Contains(errb.String(), "usage: agui-proxy "+cmd) {
+			t.Errorf("%s -nonsense: exit %d, stdout %q, stderr %q", cmd, code, out.String(), errb.String())
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -160,4 +161,18 @@ func browsable(addr net.Addr) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// helpOut is where a command's usage goes: stdout when args ask for it (-h, -help, --help),
+// so that agui-proxy export -h | less shows it, else stderr (a usage error).
+func helpOut(args []string, stdout, stderr io.Writer) io.Writer {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return stderr
+		case "-h", "-help", "--h", "--help":
+			return stdout
+		}
+	}
+	return stderr
 }

@@ -104,7 +104,7 @@ type RedisConfig struct {
 	// many replicas hold the write, or fails with ErrNotReplicated (the write stays in the
 	// master and is retried). With Sync durability a client then sees an event only once it
 	// is on a replica, so a master that dies right after cannot take it along. Costs one
-	// replication round trip per call (see deploy/README.md).
+	// replication round trip per call (see deploy/README.md, "Failover").
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT (default DefaultWaitTimeout).
 	WaitTimeout time.Duration

@@ -62,8 +62,8 @@
 //     MINID ~, updates last/updated/gaps, refreshes the TTLs. A Writer's run that streams
 //     takes the fast path most of the time: only its entries' XADD NOMKSTREAM and the
 //     notification, as plain commands in the batch's pipeline (in the script on Cluster), the
-//     metadata brought up to date by a full write at least every second (and twice per lease
-//     interval); an XADD answered nil or refused as a duplicate sends the run down the full
+//     metadata brought up to date by a full write at least every two seconds (and once per
+//     lease interval); an XADD answered nil or refused as a duplicate sends the run down the full
 //     path, which says what happened. The
 //     call carries only the epoch and the events of each run; if a run hash is missing (data
 //     lost) the run is sent again with Batch.Run's metadata, and re-created (thread and run)

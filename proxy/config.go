@@ -71,8 +71,9 @@ type Config struct {
 	// recording costs.
 	DisableRecording bool
 	// RecorderBuffer bounds the events waiting to be stored across the runs of this Handler (one
-	// route: every Handler has its own recorder.Writer). Default
-	// recorder.DefaultMaxBufferedEvents.
+	// route: every Handler has its own recorder.Writer). Zero: recorder.WriterConfig's default
+	// (recorder.DefaultMaxBufferedEvents, or recorder.DefaultGroupCommitBufferedEvents on the
+	// disk store).
 	RecorderBuffer int
 	// RecorderBufferBytes bounds the bytes of those events the same way (default
 	// recorder.DefaultMaxBufferedBytes): a full buffer, by events or bytes, slows the runs.

@@ -44,7 +44,7 @@ type config struct {
 	Record             bool          `env:"AGUI_RECORD" envDefault:"true" doc:"false forwards runs without storing events (no attach or resume): for measuring the recorder's cost" group:"Store" help:"false: forward runs without recording them"`
 
 	// Recorder tuning
-	RecorderBuffer      int           `env:"AGUI_RECORDER_BUFFER" envDefault:"16384" doc:"events that may wait for the store, across the runs of one route (each route has its own recorder); when full, runs are slowed to the store's pace. A store stall of buffer / event rate is absorbed without slowing anyone (16,384 at 10,000 events/s: 1.6 s); an agent faster than the store streams that far behind it" group:"Recorder tuning" help:"events that may wait for the store, per route"`
+	RecorderBuffer      int           `env:"AGUI_RECORDER_BUFFER" envDefault:"0" doc:"events that may wait for the store, across the runs of one route (each route has its own recorder); when full, runs are slowed to the store's pace. A store stall of buffer / event rate is absorbed without slowing anyone (16,384 at 10,000 events/s: 1.6 s); an agent faster than the store streams that far behind it. 0: 16,384, and 131,072 on the disk store (a commit there costs about a page per run whatever its events, so the buffer must hold what streams in during one)" group:"Recorder tuning" help:"events that may wait for the store (0: automatic)"`
 	RecorderBufferBytes int64         `env:"AGUI_RECORDER_BUFFER_BYTES" envDefault:"268435456" doc:"bytes of events that may wait for the store, across the runs of one route: full by bytes, as by AGUI_RECORDER_BUFFER, runs are slowed to the store's pace (an agent streaming large events no longer fills memory with AGUI_RECORDER_BUFFER of them); one event larger than this is taken alone" group:"Recorder tuning" help:"bytes that may wait for the store, per route"`
 	RecorderLinger      time.Duration `env:"AGUI_RECORDER_LINGER" envDefault:"10ms" doc:"least time between two store writes of the recorder while no run waits on the store: events gather into fewer, larger round trips (fewer round trips and less CPU per event under load; docs/benchmarks.md); a run's end and sync durability are not delayed; events reach the store, and attachers on other replicas, up to this much later. 0: write as soon as the previous write is done" group:"Recorder tuning" help:"least time between two store writes"`
 	RecorderBusyLinger  time.Duration `env:"AGUI_RECORDER_BUSY_LINGER" envDefault:"10ms" doc:"AGUI_RECORDER_LINGER while many runs stream at once: after a store write that carried the events of 8 runs or more, the next one waits this long (writes are large anyway then). Not above AGUI_RECORDER_LINGER (the defaults: both 10ms), or 0: AGUI_RECORDER_LINGER always; it matters where AGUI_RECORDER_LINGER is set shorter (events on other replicas sooner while few runs stream); at most 1s" group:"Recorder tuning" help:"the linger while 8 runs or more stream"`
@@ -163,8 +163,8 @@ func (c config) validate() error {
 	if !strings.HasPrefix(c.AttachPrefix, "/") || !strings.HasSuffix(c.AttachPrefix, "/") || len(c.AttachPrefix) < 2 {
 		errs = append(errs, fmt.Errorf("AGUI_ATTACH_PREFIX %q must start and end with / and not be /", c.AttachPrefix))
 	}
-	if c.RecorderBuffer <= 0 || c.RecorderBufferBytes <= 0 {
-		errs = append(errs, fmt.Errorf("AGUI_RECORDER_BUFFER (%d) and AGUI_RECORDER_BUFFER_BYTES (%d) must be positive", c.RecorderBuffer, c.RecorderBufferBytes))
+	if c.RecorderBuffer < 0 || c.RecorderBufferBytes <= 0 {
+		errs = append(errs, fmt.Errorf("AGUI_RECORDER_BUFFER (%d) must not be negative and AGUI_RECORDER_BUFFER_BYTES (%d) must be positive", c.RecorderBuffer, c.RecorderBufferBytes))
 	}
 	if c.MaxRunBytes == 0 {
 		errs = append(errs, errors.New("AGUI_MAX_RUN_BYTES is 0: set a positive bound, or a negative value for none"))

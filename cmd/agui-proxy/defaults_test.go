@@ -23,7 +23,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		env, want any
 	}{
 		{"AGUI_ROUTE", cfg.Route, proxy.DefaultRoute},
-		{"AGUI_RECORDER_BUFFER", cfg.RecorderBuffer, recorder.DefaultMaxBufferedEvents},
+		{"AGUI_RECORDER_BUFFER", cfg.RecorderBuffer, 0}, // recorder.WriterConfig's zero: per store
 		{"AGUI_RECORDER_BUFFER_BYTES", cfg.RecorderBufferBytes, int64(recorder.DefaultMaxBufferedBytes)},
 		{"AGUI_RECORDER_FULL_WAIT", cfg.RecorderFullWait, recorder.DefaultFullWait},
 		{"AGUI_RECORDER_LINGER", cfg.RecorderLinger, recorder.DefaultLinger},

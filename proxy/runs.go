@@ -93,6 +93,9 @@ type run struct {
 	// the event is published (pump goroutine only).
 	terminalFrame []byte
 	refused       int // data frames the agent sent after the terminal event (not forwarded)
+	// open is what the agent's stream opened and did not close yet, for a stop to close
+	// (pump goroutine only).
+	open openStreams
 	// status and detail are how the run ended, once it did; settled is the seq its end was
 	// recorded through (0: not yet).
 	status  recorder.RunStatus
@@ -303,6 +306,7 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 			h.log.LogAttrs(r.ctx, slog.LevelWarn, "recording a frame whose data is not a JSON event",
 				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Int64("seq", r.seq+1))
 		}
+		r.open.observe(typ, f.Data)
 		r.seq++
 		out := f.AppendWithID(make([]byte, 0, len(f.Raw)+len(r.meta.RunID)+32), r.cursor())
 		terminal := agui.IsTerminal(typ) && r.terminal == ""
@@ -372,8 +376,12 @@ func (r *run) end(readErr error) {
 			r.started = true
 			r.emitData(agui.RunStarted, r.synthesizedRunStarted())
 		}
-		r.terminal, r.status, r.detail = agui.RunError, thread.StatusFor(code), code
-		r.emitData(agui.RunError, thread.RunError(code, msg))
+		if code == CodeCancelled && h.cfg.StopEnding == StopCancelled {
+			r.endCancelled()
+		} else {
+			r.terminal, r.status, r.detail = agui.RunError, thread.StatusFor(code), code
+			r.emitData(agui.RunError, thread.RunError(code, msg))
+		}
 		h.log.LogAttrs(context.Background(), slog.LevelWarn, "run ended without a terminal event from the agent",
 			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 			slog.String("code", code), slog.Any("err", readErr))
@@ -401,6 +409,18 @@ func (r *run) end(readErr error) {
 	h.log.LogAttrs(context.Background(), slog.LevelInfo, "run ended",
 		slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 		slog.String("status", string(status)), slog.Int64("events", r.seq))
+}
+
+// endCancelled ends a run stopped on request as AG-UI 1.0 ends a cancelled run: an event
+// closing each thing the agent left open, the most recently opened first, then RUN_FINISHED
+// with outcome cancelled; the run is recorded as cancelled.
+func (r *run) endCancelled() {
+	for _, data := range r.open.closing() {
+		typ, _ := agui.EventType(data)
+		r.emitData(typ, data)
+	}
+	r.terminal, r.status, r.detail = agui.RunFinished, recorder.StatusCancelled, ""
+	r.emitData(agui.RunFinished, thread.RunFinishedCancelled(recorder.ThreadIDOf(r.meta.ThreadID), r.meta.RunID))
 }
 
 // endCause classifies why the upstream stream ended without a terminal event.

@@ -274,7 +274,9 @@ export class AguiProxyAgentRunner implements AgentRunner {
 
   /**
    * See AgentRunner.stop: stops the thread's running run (only `runId` when given) through the
-   * proxy, which ends it with RUN_ERROR code CANCELLED for every client following it. False when
+   * proxy, which ends it with RUN_ERROR code CANCELLED for every client following it (run the
+   * proxy with AGUI_STOP_ENDING=error for CopilotKit's routes: CopilotKit 1.75.0's @ag-ui/core
+   * 0.0.59 fails the 1.0 ending, RUN_FINISHED outcome cancelled). False when
    * nothing of the thread was running.
    */
   async stop(request: AgentRunnerStopRequest): Promise<boolean> {

@@ -305,3 +305,103 @@ func TestIrregularLifecycle(t *testing.T) {
 		}
 	})
 }
+
+// tanStackCut is tanStackTurn with its second part split inside the final answer.
+var tanStackCut = [][]string{tanStackTurn[0], {
+	`{"type":"TOOL_CALL_RESULT","messageId":"tr1","toolCallId":"c1","content":"sunny","role":"tool"}`,
+	`{"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"}`,
+	`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"It is "}`,
+}, {
+	`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"sunny."}`,
+	`{"type":"TEXT_MESSAGE_END","messageId":"m2"}`,
+	`{"type":"RUN_FINISHED","threadId":"{thread}","runId":"{run}","finishReason":"stop"}`,
+}}
+
+// TestContinuationCutAndResume: a client cut in the tool's part of a continuation (after
+// the first RUN_FINISHED, inside the final answer) re-POSTs with its last event id and gets
+// a stream that restates the thread up to there, re-opens the answer and follows the
+// response live to its last RUN_FINISHED; a thread attach started then follows it live too.
+// On every store.
+func TestContinuationCutAndResume(t *testing.T) {
+	testStores(t, func(t *testing.T, store recorder.Store) {
+		gate := make(chan struct{})
+		_, px := startProxy(t, scriptAgent(t, gate, tanStackCut...), Config{Store: store})
+		body := `{"threadId":"t1","runId":"r1","messages":[{"id":"u1","role":"user","content":"weather?"}]}`
+		res := runtest.PostRun(t, t.Context(), px.URL, body, nil)
+		rd := sse.NewReader(res.Body, sse.Limits{})
+		readUntil(t, rd, agui.RunFinished)
+		gate <- struct{}{} // the tool ran
+		seen := readUntil(t, rd, agui.TextMessageContent)
+		res.Body.Close() // the connection drops inside the final answer
+		last := seen[len(seen)-1].id
+		att, err := http.Get(px.URL + "/agui/threads/t1/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer att.Body.Close()
+		attached := sse.NewReader(att.Body, sse.Limits{})
+		readUntil(t, attached, agui.Custom) // the prelude's replay_complete: live from here
+		resumed := runtest.PostRun(t, t.Context(), px.URL, body, http.Header{"Last-Event-ID": {last}})
+		defer resumed.Body.Close()
+		rrd := sse.NewReader(resumed.Body, sse.Limits{})
+		head := readUntil(t, rrd, agui.TextMessageStart) // re-opened: the answer still streams
+		if head[0].eventType() != agui.RunStarted {
+			t.Fatalf("resume stream starts %s", typesOf(head))
+		}
+		gate <- struct{}{} // the model goes on
+		tail, err := readFrames(t, resumed.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The resumed stream, applied as the official client applies it, holds the whole
+		// answer once.
+		stream := append(head, dataFrames(tail)...)
+		var text strings.Builder
+		for _, f := range stream {
+			var ev struct{ Type, MessageID, Delta string }
+			json.Unmarshal(f.data, &ev)
+			if ev.MessageID == "m2" && ev.Type == agui.TextMessageContent {
+				text.WriteString(ev.Delta)
+			}
+		}
+		if got := lastTypes(stream, 3); got != "TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" || !strings.HasSuffix(text.String(), "sunny.") {
+			t.Errorf("resume stream = %s, m2's deltas %q; want the rest of the answer live, ending with RUN_FINISHED", typesOf(stream), text.String())
+		}
+		if strings.Count(text.String(), "It is ") > 1 {
+			t.Errorf("m2's deltas %q: a delta twice", text.String())
+		}
+		rest, _ := readFrames(t, att.Body)
+		if got := lastTypes(dataFrames(rest), 3); got != "TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" {
+			t.Errorf("thread attach's live tail = %s, want the rest of the answer", typesOf(dataFrames(rest)))
+		}
+		if run := runtest.WaitRunEnded(t, store, "t1", "r1"); run.Status != recorder.StatusFinished || run.LastSeq != 14 {
+			t.Errorf("run = %s through %d, want finished through 14", run.Status, run.LastSeq)
+		}
+	})
+}
+
+// TestStopInContinuation: a stop posted while a response goes on after its RUN_FINISHED
+// ends the run as cancelled: the open answer closed, RUN_FINISHED outcome cancelled, status
+// cancelled. On every store.
+func TestStopInContinuation(t *testing.T) {
+	testStores(t, func(t *testing.T, store recorder.Store) {
+		gate := make(chan struct{})
+		parts := [][]string{tanStackCut[0], tanStackCut[1], {`{"type":"CUSTOM","name":"never","value":1}`}}
+		agent := scriptAgent(t, gate, parts...)
+		_, px := startProxy(t, agent, Config{Store: store})
+		res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t1","runId":"r1","messages":[]}`, nil)
+		defer res.Body.Close()
+		rd := sse.NewReader(res.Body, sse.Limits{})
+		readUntil(t, rd, agui.RunFinished)
+		gate <- struct{}{}
+		readUntil(t, rd, agui.TextMessageContent)
+		postStop(t, px.URL, "t1", "r1")
+		rest, _ := readFrames(t, res.Body)
+		if live := dataFrames(rest); lastTypes(live, 2) != "TEXT_MESSAGE_END RUN_FINISHED" || !isCancelled(live) {
+			t.Fatalf("after the stop: %s, want TEXT_MESSAGE_END then RUN_FINISHED outcome cancelled", typesOf(live))
+		}
+		if run := runtest.WaitRunEnded(t, store, "t1", "r1"); run.Status != recorder.StatusCancelled || run.LastSeq != 13 {
+			t.Errorf("run = %s through %d, want cancelled through 13", run.Status, run.LastSeq)
+		}
+	})
+}

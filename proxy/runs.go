@@ -390,7 +390,10 @@ func (r *run) end(readErr error) {
 		r.publish(live.Event{Seq: r.seq, Type: r.terminal, Frame: r.terminalFrame})
 		r.terminalFrame = nil
 	}
-	if r.terminal == "" {
+	if r.terminal == "" || (r.continued && r.settled != r.seq) {
+		// No terminal event, or events after the last one the response went on after (a
+		// continuation cut short: stopped, or the agent gone): the run ends as any run that
+		// the agent did not end.
 		code, msg := r.endCause(readErr)
 		r.final = true // from here on, events are published even if the store does not answer
 		if !r.started {

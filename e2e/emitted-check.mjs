@@ -10,7 +10,9 @@
 //   thread      GET the thread attach stream (prelude, snapshots, replay_complete marker);
 //   run         GET the stopped run's attach stream (its raw events);
 //   failed      GET the thread attach from an id of another epoch (resume_failed marker);
-//   resume      re-POST the stopped run with Last-Event-ID (the resume stream).
+//   resume      re-POST the stopped run with Last-Event-ID (the resume stream);
+//   stop-open   with --open-scenario S --open-events N: POST scenario S, whose agent leaves
+//               much open after N events, and stop it (every kind of closing event).
 // Every stream the client reads is also read raw (fetch is teed) for the schema check.
 //
 //   node emitted-check.mjs --proxy http://127.0.0.1:8080/ --prefix p1
@@ -167,6 +169,28 @@ await flow("stop", async (seen) => {
     return "";
   };
 });
+if (args["open-scenario"]) {
+  // An agent that opens a subagent, steps, reasoning, a text message and a tool
+  // call (--open-scenario names the scenario that does; it sends --open-events events, then
+  // waits): the stop closes all of it in an order the client's verifier accepts.
+  await flow("stop-open", async (seen) => {
+    const id = `${args.prefix}-r-open`;
+    const agent = new HttpAgent({ url: base + "/", threadId: `${thread}-open`, initialMessages: [{ id: "u-open", role: "user", content: "open" }] });
+    let stopped = false;
+    const sub = subscriber(seen);
+    await agent.runAgent({ runId: id, forwardedProps: { scenario: args["open-scenario"] } }, {
+      ...sub,
+      onEvent: (p) => {
+        sub.onEvent(p);
+        if (!stopped && seen.events.length >= Number(args["open-events"])) {
+          stopped = true;
+          realFetch(`${base}/agui/threads/${thread}-open/runs/${id}/stop`, { method: "POST" }).then((r) => r.body?.cancel());
+        }
+      },
+    });
+    seen.check = () => (seen.outcomes.join() === "cancelled" && !seen.errors.length ? "" : `outcomes ${seen.outcomes}, errors ${seen.errors}, want cancelled`);
+  });
+}
 // The stopped run's third event id, for the resume (ids are on the raw stream).
 {
   const res = await realFetch(`${base}/agui/threads/${thread}/runs/${args.prefix}-r2/events`);

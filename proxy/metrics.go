@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 	const ns = "agui_proxy"
 	m := &metrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runs_total",
-			Help: "Runs that ended, by outcome (finished, error, interrupted, or the RUN_ERROR code the proxy appended)."}, []string{"outcome"}),
+			Help: "Runs that ended, by outcome (finished, error, interrupted, cancelled, or the RUN_ERROR code the proxy appended)."}, []string{"outcome"}),
 		eventsIn: map[string]prometheus.Counter{},
 		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_bytes_total",
 			Help: "Bytes of run streams read from agents."}),

@@ -26,7 +26,7 @@ import (
 // cancelled, the preludes' snapshots, its CUSTOM markers), on the run POST, the thread and run
 // attach, a failed and an exact resume, passes @ag-ui/core 1.0.0's EventSchemas unchanged
 // and reads through the official client without an error or a warning (emitted-check.mjs), on
-// the memory, disk and Redis stores.
+// the memory, disk and Redis stores, and with the lineage in RUN_STARTED's metadata.
 func TestProxyEmittedEventsPass1_0(t *testing.T) {
 	requireOfficialClient(t)
 	stores := map[string]func(t *testing.T) recorder.Store{
@@ -49,9 +49,15 @@ func TestProxyEmittedEventsPass1_0(t *testing.T) {
 			return s
 		},
 	}
-	for _, name := range []string{"memory", "disk", "redis"} {
+	for _, name := range []string{"memory", "disk", "redis", "memory-lineage-metadata"} {
 		t.Run(name, func(t *testing.T) {
-			front := startProxy(t, startOpeningAgent(t), stores[name](t))
+			cfg := proxy.Config{}
+			if base, ok := strings.CutSuffix(name, "-lineage-metadata"); ok {
+				// RUN_STARTED's metadata["agui-proxy"] (the thread's second run on) passes too.
+				name, cfg.Lineage = base, proxy.LineageMetadata
+			}
+			cfg.Store = stores[name](t)
+			front := startProxyWith(t, startOpeningAgent(t), cfg)
 			cmd := exec.CommandContext(t.Context(), "node", "emitted-check.mjs", "--proxy", front, "--prefix", "em-"+name,
 				"--open-scenario", "open", "--open-events", strconv.Itoa(len(openingEvents)+1))
 			cmd.Env = append(os.Environ(), "NODE_ENV=production", "NO_COLOR=1")

@@ -6,8 +6,11 @@ GO ?= go
 test: ## install missing tools (redis-server, npm packages) and run every test with -race
 	./scripts/test.sh
 
+# What agui-proxy version prints (besides the commit Go stamps when it can run git).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
 build: ## build the binaries into bin/
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/ ./cmd/...
 
 demo: build ## the demo agent on DEMO_LISTEN (:8000) and the proxy in front of it on AGUI_LISTEN (:8080), in-memory store
 	./scripts/demo.sh

@@ -301,6 +301,7 @@ func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, do
 	for _, b := range batches {
 		run := b.Run
 		run.ThreadID, run.Owner, run.Route, run.Epoch = threadID, to.Owner, to.Route, recorder.NewEpoch()
+		run.Title = importedTitle(b.Events) // as the proxy titles a thread: its first user message
 		for i := range b.Events {
 			b.Events[i].Frame, _ = sse.AppendEvent(nil, sse.Event{
 				ID: recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: b.Events[i].Seq}.String(), Data: b.Events[i].Frame})
@@ -323,6 +324,25 @@ func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, do
 		}
 	}
 	return len(batches), nil
+}
+
+// importedTitle is the title a run gives its thread (recorder.Run.Title), read back from its
+// recorded events: the first user message of its RUN_STARTED input, which holds the messages
+// the run's request brought (agui.Title), so an imported thread keeps the title it had.
+func importedTitle(events []recorder.Event) string {
+	for _, e := range events {
+		var ev struct {
+			Type  string `json:"type"`
+			Input struct {
+				Messages []json.RawMessage `json:"messages"`
+			} `json:"input"`
+		}
+		if json.Unmarshal(e.Frame, &ev) != nil || ev.Type != agui.RunStarted {
+			continue
+		}
+		return agui.Title(ev.Input.Messages)
+	}
+	return ""
 }
 
 // validateImport checks an export document and turns it into batches whose Frame fields hold

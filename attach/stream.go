@@ -464,8 +464,11 @@ func retryable(err error) bool {
 // or the ?after= parameter (EventSource cannot set headers on its first connect).
 func cursorFrom(r *http.Request) (recorder.Cursor, bool, error) {
 	v := r.Header.Get("Last-Event-ID")
-	if q := r.URL.Query().Get("after"); q != "" {
-		v = q
+	if q := r.URL.Query(); q.Has("after") {
+		if v = q.Get("after"); v == "" {
+			// Not the same as no position: replaying from the start would hide the client's bug.
+			return recorder.Cursor{}, false, fmt.Errorf("%w: after is empty: give the id of the last event seen (its id: line), or leave after out to read from the start", problem.ErrInvalidQuery)
+		}
 	}
 	if v == "" {
 		return recorder.Cursor{}, false, nil

@@ -565,8 +565,10 @@ func (r *reducer) activityDelta(e *pipelineEvent) error {
 		return err
 	}
 	var pre *heldActivity
-	if r.fold && m.hold == nil && divergentShape(p) {
-		pre = m.holdCopy() // before the metadata merge: the raw delta carries it again
+	if r.fold && m.hold == nil {
+		// Before the metadata merge: the raw delta carries it again. Cheap (the fields are
+		// shared), and needed whenever the fold may stop here (foldDelta).
+		pre = m.holdCopy()
 	}
 	m.mergeMetadata(f.metadata)
 	cur, _ := m.fields.get("content")

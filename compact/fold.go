@@ -4,8 +4,10 @@ package compact
 // every client applies it the same way. Three appliers are in play:
 //
 //   - the browser build of @ag-ui/client: bundlers pick fast-json-patch's ES module, which runs
-//     in strict mode, so an inner add of a move or copy that writes a property into a string,
-//     number or boolean throws and the client drops the whole delta (patcher.primitiveWrite);
+//     in strict mode, so a write of a property into a string, number or boolean (the inner add
+//     of a move or copy, or any operation below a document that an earlier operation of the
+//     delta replaced with a primitive) throws and the client drops the whole delta
+//     (patcher.primitiveWrite);
 //   - the Node build: fast-json-patch's CommonJS module runs in sloppy mode, where that write
 //     is silently ignored and the rest of the delta applies;
 //   - clients that are not JavaScript (Python, Go, Kotlin...) apply RFC 6902 with a library;
@@ -490,6 +492,13 @@ func (r *reducer) foldDelta(doc any, patch any, rawPatch []byte, check bool) (ne
 	}
 	if shape {
 		diverges = p.primitiveWrite || p.unmodeled || rfcDisagrees(before, rawPatch, nd, perr)
+	} else if check && p.primitiveWrite {
+		// A write into a primitive needs no odd shape (an add below a string): the two
+		// builds part here. The write failed or was ignored, so doc is still as before.
+		diverges = true
+		if before, err = marshalJS(doc); err != nil {
+			return doc, false, false, nil, err
+		}
 	}
 	if perr != nil {
 		return doc, false, diverges, before, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 )
 
 // The fold applies JSON Patch (RFC 6902) the way the official client does: fast-json-patch
@@ -43,11 +44,12 @@ type jsFunction struct{}
 
 // patcher applies one delta; copied counts bytes duplicated by copy operations (limit).
 //
-// primitiveWrite records that the delta failed because an inner add of a move or copy wrote a
-// property into a string, number or boolean. The browser build of fast-json-patch (an ES
-// module, strict mode) throws there and the client drops the whole delta, which is what
-// applyPatch returns; the Node build (CommonJS, sloppy mode) ignores the write and applies the
-// rest. The fold stops at such a delta (see reducer.stateDelta).
+// primitiveWrite records that the delta wrote a property into a string, number or boolean
+// (an inner add of a move or copy, or an operation below a document that is a primitive).
+// The browser build of fast-json-patch (an ES module, strict mode) throws there and the
+// client drops the whole delta, which is what applyPatch returns; the Node build (CommonJS,
+// sloppy mode) ignores the write and applies the rest. The fold stops at such a delta
+// (foldDelta).
 type patcher struct {
 	copyLimit      int
 	copied         int
@@ -161,8 +163,11 @@ func jsDefined(obj any, key string) bool {
 		}
 		n, err := strconv.Atoi(key)
 		return err == nil && n < len(o)
+	case nil:
+		return false
 	}
-	return false
+	_, defined, _ := jsPrimitiveProp(obj, key)
+	return defined
 }
 
 // jsGet mirrors obj[key] (for traversal).
@@ -249,12 +254,9 @@ func (p *patcher) applyOperation(document any, op map[string]any) (any, error) {
 		}
 		return document, nil
 	}
-	switch document.(type) {
-	case map[string]any, []any:
-	default:
-		// fast-json-patch runs as an ES module (strict mode): writing a property of a
-		// primitive or of null throws a TypeError, which the client treats as a failed delta.
-		return nil, patchErr("path %q into a non-container document", path)
+	if document == nil {
+		// obj[key] on null throws a TypeError in either build.
+		return nil, patchErr("path %q into a null document", path)
 	}
 	keys := strings.Split(path, "/")
 	obj := document
@@ -299,27 +301,77 @@ func (p *patcher) applyOperation(document any, op map[string]any) (any, error) {
 				return nil, patchErr("cannot perform operation at %q", path)
 			}
 			obj = arr[idx]
-		} else {
-			m, ok := obj.(map[string]any)
-			if !ok {
-				return nil, patchErr("cannot perform operation at %q", path)
+			if _, isObj := obj.(map[string]any); !isObj {
+				if _, isArr := obj.([]any); !isArr {
+					return nil, patchErr("cannot perform operation at the desired path %q", path)
+				}
 			}
+			continue
+		}
+		switch o := obj.(type) {
+		case map[string]any:
 			if t >= n {
-				return p.objOp(document, m, key, name, value, from, path)
+				return p.objOp(document, o, key, name, value, from, path)
 			}
-			v, _ := jsGet(m, key)
-			obj = v
+			obj, _ = jsGet(o, key)
+		case nil:
+			// obj[key] on undefined or null throws a TypeError in either build.
+			return nil, patchErr("cannot read %q of undefined at %q", key, path)
+		default:
+			// Only the document itself can be a primitive here (the check below refuses to
+			// walk into one), so this is a path of one token below a primitive document.
+			if t >= n {
+				return p.primitiveOp(document, o, key, name, value, from, path)
+			}
+			obj = nil
 		}
 		switch obj.(type) {
 		case map[string]any, []any:
 		default:
+			// More tokens follow and the value is not a non-null object: fast-json-patch
+			// throws OPERATION_PATH_UNRESOLVABLE (a string, number, boolean or method is never
+			// walked into).
 			return nil, patchErr("cannot perform operation at the desired path %q", path)
 		}
 	}
 }
 
+// primitiveOp mirrors objOps[op] called on a document that is a string, number or boolean
+// (a path of one token, which validation let through: a property the primitive has, such as a
+// string's index or length, or any property when the document is a falsy primitive). A test reads the property; an add, a replace, or a remove of a property the
+// primitive owns is a write: strict mode (the browser build) throws and the client drops the
+// delta, sloppy mode (the Node build) ignores it and goes on (primitiveWrite records either);
+// deleting a property it does not own succeeds in both; move and copy make their inner calls.
+func (p *patcher) primitiveOp(document, obj any, key, name string, value any, from, path string) (any, error) {
+	switch name {
+	case "test":
+		v, defined, exact := jsPrimitiveProp(obj, key)
+		if !exact {
+			p.unmodeled = true
+		}
+		if !defined || !jsEqual(v, value) {
+			return nil, patchErr("test operation failed at %q", path)
+		}
+		return document, nil
+	case "move", "copy":
+		return p.moveCopy(document, name, from, path)
+	case "remove":
+		if !primitiveOwns(obj, key) {
+			return document, nil
+		}
+	}
+	p.primitiveWrite = true
+	if p.sloppy {
+		return document, nil
+	}
+	return nil, errPrimitiveWrite
+}
+
 // validateAgainst mirrors validator(operation, 0, document, existingPathFragment).
 func (p *patcher) validateAgainst(document any, name, path, from, frag string) error {
+	if !jsTruthy(document) {
+		return nil // validator checks paths only "else if (document)"
+	}
 	switch name {
 	case "add":
 		pl, el := strings.Count(path, "/")+1, strings.Count(frag, "/")+1
@@ -383,6 +435,13 @@ func (p *patcher) getValueByPointerValidated(doc any, ptr string) (any, error) {
 			return nil, patchErr("bad index")
 		}
 		v, ok := jsGet(cur, k)
+		if !ok && len(keys) == 1 && cur != nil {
+			// A pointer of one token into a document that is a primitive reads a property
+			// of it (a string's index or length). Deeper, the walk refuses a primitive.
+			pv, defined, exact := jsPrimitiveProp(cur, k)
+			p.unmodeled = p.unmodeled || (defined && !exact)
+			v, ok = pv, defined
+		}
 		if !ok {
 			return nil, patchErr("unresolvable %q", ptr)
 		}
@@ -600,23 +659,110 @@ func jsArrayGet(arr []any, key string) any {
 	return nil
 }
 
-// jsPrimitiveGet mirrors v[key] for a string, number or boolean: a string has its characters
-// (UTF-16 code units; only ASCII strings are resolved here, others read undefined) and length.
+// jsPrimitiveGet mirrors v[key] for a string, number or boolean while walking a path (a
+// value this mirror cannot carry reads undefined).
 func jsPrimitiveGet(v any, key string) any {
-	s, ok := v.(string)
-	if !ok {
+	val, _, exact := jsPrimitiveProp(v, key)
+	if !exact {
 		return nil
 	}
-	if key == "length" {
-		return float64(utf16Len(s))
+	return val
+}
+
+// jsPrimitiveProp mirrors v[key] for a string, number or boolean: a string has its UTF-16
+// code units at indices and its length; every primitive inherits its prototype's methods
+// (read as jsFunction). defined reports v[key] !== undefined; exact is false where the value
+// is one this mirror does not carry (a lone surrogate half of a string, read as U+FFFD).
+func jsPrimitiveProp(v any, key string) (val any, defined, exact bool) {
+	if s, ok := v.(string); ok {
+		if key == "length" {
+			return float64(utf16Len(s)), true, true
+		}
+		if i, ok := arrayIndex(key); ok {
+			units := utf16.Encode([]rune(s))
+			if i >= len(units) {
+				return nil, false, true
+			}
+			// A lone surrogate half has no Go string: it reads as U+FFFD, inexactly.
+			return string(rune(units[i])), true, !utf16.IsSurrogate(rune(units[i]))
+		}
+		if stringProtoProps[key] || objectProtoProps[key] {
+			return jsFunction{}, true, true
+		}
+		return nil, false, true
 	}
-	if isInteger(key) && key != "" && (len(key) == 1 || key[0] != '0') {
-		if i, err := strconv.Atoi(key); err == nil && i < len(s) && utf16Len(s) == len(s) {
-			return s[i : i+1]
+	switch v.(type) {
+	case float64:
+		if numberProtoProps[key] || objectProtoProps[key] {
+			return jsFunction{}, true, true
+		}
+	case bool:
+		if key == "toString" || key == "valueOf" || objectProtoProps[key] {
+			return jsFunction{}, true, true
 		}
 	}
-	return nil
+	return nil, false, true
 }
+
+// primitiveOwns reports whether a primitive has key as a property of its own (what delete
+// cannot remove): a string's indices and length.
+func primitiveOwns(v any, key string) bool {
+	s, ok := v.(string)
+	if !ok {
+		return false
+	}
+	if key == "length" {
+		return true
+	}
+	i, ok := arrayIndex(key)
+	return ok && i < utf16Len(s)
+}
+
+// arrayIndex parses a canonical array index (digits, no leading zero).
+func arrayIndex(key string) (int, bool) {
+	if key == "" || !isInteger(key) || (len(key) > 1 && key[0] == '0') {
+		return 0, false
+	}
+	i, err := strconv.Atoi(key)
+	return i, err == nil
+}
+
+// jsTruthy mirrors JavaScript's truthiness for a decoded JSON value.
+func jsTruthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0
+	case string:
+		return x != ""
+	}
+	return true
+}
+
+// numberProtoProps and stringProtoProps are the methods Number.prototype and String.prototype
+// give every number and string (beside Object.prototype's), as Node 20 and current browsers
+// have them.
+var (
+	numberProtoProps = map[string]bool{
+		"toExponential": true, "toFixed": true, "toPrecision": true,
+	}
+	stringProtoProps = map[string]bool{
+		"anchor": true, "at": true, "big": true, "blink": true, "bold": true, "charAt": true,
+		"charCodeAt": true, "codePointAt": true, "concat": true, "endsWith": true,
+		"fixed": true, "fontcolor": true, "fontsize": true, "includes": true, "indexOf": true,
+		"isWellFormed": true, "italics": true, "lastIndexOf": true, "link": true,
+		"localeCompare": true, "match": true, "matchAll": true, "normalize": true,
+		"padEnd": true, "padStart": true, "repeat": true, "replace": true, "replaceAll": true,
+		"search": true, "slice": true, "small": true, "split": true, "startsWith": true,
+		"strike": true, "sub": true, "substr": true, "substring": true, "sup": true,
+		"toLocaleLowerCase": true, "toLocaleUpperCase": true, "toLowerCase": true,
+		"toUpperCase": true, "toWellFormed": true, "trim": true, "trimEnd": true,
+		"trimLeft": true, "trimRight": true, "trimStart": true,
+	}
+)
 
 func utf16Len(s string) int {
 	n := 0

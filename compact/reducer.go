@@ -215,8 +215,9 @@ func Replay(events []Event) (messages json.RawMessage, state json.RawMessage, er
 }
 
 // ReplayCommonJS is Replay as the client's CommonJS build (what Node loads) applies deltas:
-// fast-json-patch's CommonJS module runs in sloppy mode, where a move or copy whose inner add
-// writes into a string, number or boolean ignores that write instead of failing the delta.
+// fast-json-patch's CommonJS module runs in sloppy mode, where a write into a string, number
+// or boolean (a move or copy whose inner add lands there, or an operation below a document
+// that the delta replaced with a primitive) is ignored instead of failing the delta.
 // Replay answers for the ES module build that browser bundlers pick (strict mode). The two
 // differ only on such deltas; Compact's output replays equal under both (fold.go).
 func ReplayCommonJS(events []Event) (messages json.RawMessage, state json.RawMessage, err error) {

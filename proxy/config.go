@@ -175,7 +175,7 @@ type Config struct {
 	// the socket by the goroutine that reads it from the agent, without blocking, and an
 	// attach stream goes on on one goroutine of its own (attach.Config.TakeOver); neither
 	// holds a goroutine or buffer of net/http's (about half the memory of a stream, one
-	// goroutine switch less per event; see deploy/README.md). At the stream's end the
+	// goroutine switch less per event; see docs/benchmarks.md). At the stream's end the
 	// connection goes back to the server for the client's next request when the server has a
 	// keepalive.Listener (cmd/agui-proxy's has); without one the response says Connection:
 	// close and the client opens a new connection for its next request. HTTP/2 clients always go through

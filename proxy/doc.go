@@ -5,7 +5,9 @@
 //
 // A request is a run candidate when it is a POST that accepts text/event-stream (the official
 // HttpAgent always sends Accept: text/event-stream), or a POST with a JSON body that has
-// top-level "threadId" and "runId" members. A candidate's body must be a valid RunAgentInput
+// top-level "threadId" and "runId" members, whether it is labelled application/json, not at
+// all, or with a client's default (application/x-www-form-urlencoded from curl -d, text/plain
+// from fetch). A candidate's body must be a valid RunAgentInput
 // (agui.DecodeRunInput: strict keys, validated ids) or it is refused with 400. It becomes a
 // run when the upstream answers 2xx with Content-Type text/event-stream; any other answer is
 // passed through unchanged and the run id is released (not recorded, so a retry is allowed).

@@ -264,12 +264,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 	}
 	if h.cfg.IdentityHeader != "" && owner == "" && !h.cfg.AnonymousPassthrough {
 		// Multi-tenant: no request reaches the agent (or the history) without an identity.
-		h.fail(w, r, problem.ErrIdentityRequired)
+		h.fail(w, r, thread.IdentityRequired(h.cfg.IdentityHeader))
 		return nil, nil
 	}
 	r = r.WithContext(thread.WithOwner(r.Context(), owner, nil))
 	if strings.HasPrefix(r.URL.Path, h.cfg.AttachPrefix) {
-		if h.ui != nil && inspector.Match(h.cfg.AttachPrefix, r.URL.Path) {
+		if inspector.Match(h.cfg.AttachPrefix, r.URL.Path) {
+			if h.ui == nil {
+				h.fail(w, r, problem.WithDetail(problem.ErrNoSuchEndpoint,
+					"the inspector is off: start the proxy with AGUI_INSPECTOR=true (proxy.Config.Inspector) to serve it here"))
+				return nil, nil
+			}
 			h.serveInspector(w, r, owner)
 			return nil, nil
 		}
@@ -292,6 +297,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout))
+	if !acceptsEventStream(r) && !isJSONType(r.Header.Get("Content-Type")) {
+		// Labelled otherwise (a form, text, nothing): a body that does not start as a JSON
+		// object is no run, and goes to the agent unread, however large.
+		prefix, object, err := sniffObject(r.Body)
+		if !object && err == nil {
+			rc.SetReadDeadline(time.Time{})
+			r.Body = prefixedBody{Reader: io.MultiReader(bytes.NewReader(prefix), r.Body), Closer: r.Body}
+			h.rp.ServeHTTP(w, r)
+			return nil, nil
+		}
+		r.Body = prefixedBody{Reader: io.MultiReader(bytes.NewReader(prefix), r.Body), Closer: r.Body}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	r.Body.Close()
 	rc.SetReadDeadline(time.Time{})
@@ -314,7 +331,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 		return nil, nil
 	}
 	if !acceptsEventStream(r) && !agui.LooksLikeRunInput(body) {
-		// A JSON POST that is not a run: forward the buffered copy untouched.
+		// A POST that is not a run: forward the buffered copy untouched.
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		h.rp.ServeHTTP(w, r)
 		return nil, nil
@@ -336,7 +353,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 }
 
 // isRunCandidate reports whether r may start a run: a POST that asks for an event stream (the
-// official HttpAgent always sends Accept: text/event-stream) or that carries JSON.
+// official HttpAgent always sends Accept: text/event-stream) or whose body may be JSON however
+// it is labelled: application/json (or a +json type), no Content-Type, or one of the defaults
+// that clients put on a body they were not told the type of (curl -d sends
+// application/x-www-form-urlencoded, fetch with a string text/plain). Such a body, when it
+// starts as a JSON object (serve sniffs its first byte; any other goes to the agent unread,
+// however large), is read (at most MaxBodyBytes) and is a run when it has top-level threadId
+// and runId, so that a run is never streamed unrecorded because of its label. Other POSTs
+// (multipart uploads, binary types) are proxied unread.
 func isRunCandidate(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false
@@ -344,8 +368,50 @@ func isRunCandidate(r *http.Request) bool {
 	if acceptsEventStream(r) {
 		return true
 	}
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return mt == "application/json"
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	switch mt {
+	case "application/json", "application/x-www-form-urlencoded", "text/plain":
+		return true
+	}
+	return strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// isJSONType reports whether the Content-Type ct is application/json or a +json type.
+func isJSONType(ct string) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// sniffObject reads body until its first byte that is not JSON white space, and reports
+// whether that byte opens an object. It returns what it read, to be sent on with the rest. A
+// body of white space only (or more than 4 KiB of it) is not an object.
+func sniffObject(body io.Reader) ([]byte, bool, error) {
+	var prefix []byte
+	buf := make([]byte, 512)
+	for len(prefix) < 4<<10 {
+		n, err := body.Read(buf)
+		prefix = append(prefix, buf[:n]...)
+		if i := bytes.IndexFunc(buf[:n], func(r rune) bool { return r != ' ' && r != '\t' && r != '\r' && r != '\n' }); i >= 0 {
+			return prefix, buf[i] == '{', nil
+		}
+		if err == io.EOF {
+			return prefix, false, nil
+		}
+		if err != nil {
+			return prefix, false, err
+		}
+	}
+	return prefix, false, nil
+}
+
+// prefixedBody is a request body whose first bytes were read already (sniffObject).
+type prefixedBody struct {
+	io.Reader
+	io.Closer
 }
 
 func acceptsEventStream(r *http.Request) bool {
@@ -416,6 +482,10 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, in *agui.RunI
 			// it (the agent is not called again).
 			h.attach.ServeResume(w, r, in.ThreadID, in.RunID, lastID)
 			return nil
+		}
+		if in.ParentRunID != "" && errors.Is(err, recorder.ErrRunNotFound) {
+			err = problem.WithDetail(err, fmt.Sprintf("parentRunId %q is not a run of thread %q: leave parentRunId out to continue the thread's latest run, or take a runId from GET %sthreads/%s/runs",
+				in.ParentRunID, in.ThreadID, h.cfg.AttachPrefix, in.ThreadID))
 		}
 		h.fail(w, r, err)
 		return nil
@@ -616,6 +686,13 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 func (h *Handler) modifyResponse(res *http.Response) error {
 	rn := runFrom(res.Request.Context())
 	if rn == nil {
+		if res.Request.Method == http.MethodPost && isEventStream(res.Header) {
+			// A stream the proxy cannot record: say so, once per request, rather than let the
+			// caller find the thread missing later.
+			h.log.LogAttrs(res.Request.Context(), slog.LevelWarn,
+				"a POST was answered with an event stream but is not a run (its body is not a JSON object with threadId and runId): passed through, not recorded",
+				slog.String("path", res.Request.URL.Path), slog.String("content_type", res.Request.Header.Get("Content-Type")))
+		}
 		return nil
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 || !isEventStream(res.Header) {
@@ -929,7 +1006,7 @@ func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
 // like every attach endpoint.
 func (h *Handler) serveInspector(w http.ResponseWriter, r *http.Request, owner string) {
 	if h.cfg.IdentityHeader != "" && owner == "" {
-		h.fail(w, r, problem.ErrIdentityRequired)
+		h.fail(w, r, thread.IdentityRequired(h.cfg.IdentityHeader))
 		return
 	}
 	h.ui.ServeHTTP(w, r)

@@ -393,7 +393,7 @@ func putJSON(b *bolt.Bucket, key []byte, v any) error {
 
 // thread reads a live thread (nil when missing or expired).
 func (s *DiskStore) thread(tx *bolt.Tx, id string, now time.Time) (*diskThread, error) {
-	t, err := getJSON[diskThread](tx.Bucket(bucketThreads), []byte(id))
+	t, err := getRecord[diskThread](tx.Bucket(bucketThreads), []byte(id))
 	if err != nil || t == nil {
 		return nil, err
 	}
@@ -408,7 +408,7 @@ func (s *DiskStore) putThread(tx *bolt.Tx, id string, t *diskThread, now time.Ti
 	if s.cfg.TTL > 0 {
 		t.Expires = now.Add(s.cfg.TTL).UnixMilli()
 	}
-	return putJSON(tx.Bucket(bucketThreads), []byte(id), t)
+	return putRecord(tx.Bucket(bucketThreads), []byte(id), t)
 }
 
 // refreshThread extends the life of a thread that was written to without changing its
@@ -426,7 +426,7 @@ func (s *DiskStore) dropThread(tx *bolt.Tx, id string) ([]string, error) {
 	p := threadPrefix(id)
 	var runs []string
 	st := s.statsIn(tx)
-	if t, err := getJSON[diskThread](tx.Bucket(bucketThreads), []byte(id)); err != nil {
+	if t, err := getRecord[diskThread](tx.Bucket(bucketThreads), []byte(id)); err != nil {
 		return nil, err
 	} else if t != nil && t.Active != 0 {
 		if err := tx.Bucket(bucketIndex).Delete(indexKey(t.Owner, t.Route, t.Active, id)); err != nil {
@@ -492,7 +492,7 @@ func (s *DiskStore) sweep(tx *bolt.Tx, now time.Time) ([]string, error) {
 	var expired []string
 	err := tx.Bucket(bucketThreads).ForEach(func(k, v []byte) error {
 		var t diskThread
-		if json.Unmarshal(v, &t) == nil && t.Expires != 0 && now.UnixMilli() >= t.Expires {
+		if decodeRecord(&t, v) == nil && t.Expires != 0 && now.UnixMilli() >= t.Expires {
 			expired = append(expired, string(k))
 		}
 		return nil
@@ -583,7 +583,7 @@ func (s *DiskStore) CreateRun(ctx context.Context, run Run, opts CreateOptions) 
 		if run.ParentRunID != "" {
 			var parent *diskRun
 			if t != nil {
-				if parent, err = getJSON[diskRun](tx.Bucket(bucketRuns), runKey(run.ThreadID, run.ParentRunID)); err != nil {
+				if parent, err = getRecord[diskRun](tx.Bucket(bucketRuns), runKey(run.ThreadID, run.ParentRunID)); err != nil {
 					return err
 				}
 			}
@@ -593,7 +593,7 @@ func (s *DiskStore) CreateRun(ctx context.Context, run Run, opts CreateOptions) 
 			prev.ParentEpoch = parent.Epoch
 		}
 		if t != nil && t.Latest != "" {
-			latest, err := getJSON[diskRun](tx.Bucket(bucketRuns), runKey(run.ThreadID, t.Latest))
+			latest, err := getRecord[diskRun](tx.Bucket(bucketRuns), runKey(run.ThreadID, t.Latest))
 			if err != nil {
 				return err
 			}
@@ -644,7 +644,7 @@ func (s *DiskStore) addRun(tx *bolt.Tx, threadID, runID string, t *diskThread, r
 			return err
 		}
 	}
-	if err := putJSON(tx.Bucket(bucketRuns), k, r); err != nil {
+	if err := putRecord(tx.Bucket(bucketRuns), k, r); err != nil {
 		return err
 	}
 	return s.putThread(tx, threadID, t, now)
@@ -701,7 +701,7 @@ func (s *DiskStore) DeleteRun(ctx context.Context, threadID, runID string) error
 		if t == nil {
 			return errAbort{fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)}
 		}
-		r, err := getJSON[diskRun](tx.Bucket(bucketRuns), k)
+		r, err := getRecord[diskRun](tx.Bucket(bucketRuns), k)
 		if err != nil {
 			return err
 		}
@@ -851,7 +851,7 @@ func (s *DiskStore) appendBatch(tx *bolt.Tx, b Batch, fin *finishOp, lease *appe
 	k := runKey(threadID, runID)
 	var r *diskRun
 	if t != nil {
-		if r, err = getJSON[diskRun](tx.Bucket(bucketRuns), k); err != nil {
+		if r, err = getRecord[diskRun](tx.Bucket(bucketRuns), k); err != nil {
 			return appendNotLeased, err
 		}
 	} else {
@@ -945,7 +945,7 @@ func (s *DiskStore) appendBatch(tx *bolt.Tx, b Batch, fin *finishOp, lease *appe
 	}
 	r.Gaps = formatGaps(gaps)
 	r.Updated = now.UnixMilli()
-	if err := putJSON(tx.Bucket(bucketRuns), k, r); err != nil {
+	if err := putRecord(tx.Bucket(bucketRuns), k, r); err != nil {
 		return appendNotLeased, err
 	}
 	return out, s.refreshThread(tx, threadID, t, now)
@@ -1126,7 +1126,7 @@ func (s *DiskStore) writeRun(threadID, runID string, fn func(tx *bolt.Tx, r *dis
 		if err := fn(tx, r, now); err != nil {
 			return err
 		}
-		if err := putJSON(tx.Bucket(bucketRuns), k, r); err != nil {
+		if err := putRecord(tx.Bucket(bucketRuns), k, r); err != nil {
 			return err
 		}
 		return s.refreshThread(tx, threadID, t, now)
@@ -1142,7 +1142,7 @@ func (s *DiskStore) findRun(tx *bolt.Tx, threadID, runID string, now time.Time) 
 	if t == nil {
 		return nil, nil, errAbort{fmt.Errorf("thread %q: %w", threadID, ErrThreadNotFound)}
 	}
-	r, err := getJSON[diskRun](tx.Bucket(bucketRuns), runKey(threadID, runID))
+	r, err := getRecord[diskRun](tx.Bucket(bucketRuns), runKey(threadID, runID))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1222,7 +1222,7 @@ func (s *DiskStore) Runs(ctx context.Context, threadID string) ([]Run, error) {
 		c := tx.Bucket(bucketOrder).Cursor()
 		runs := tx.Bucket(bucketRuns)
 		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-			r, err := getJSON[diskRun](runs, runKey(threadID, string(v)))
+			r, err := getRecord[diskRun](runs, runKey(threadID, string(v)))
 			if err != nil {
 				return err
 			}

@@ -206,7 +206,7 @@ func (s *DiskStore) RenewLeases(ctx context.Context, node string, until time.Tim
 			if r.Stop {
 				out[i] = LeaseStop
 			}
-			if err := putJSON(tx.Bucket(bucketRuns), runKey(ref.ThreadID, ref.RunID), r); err != nil {
+			if err := putRecord(tx.Bucket(bucketRuns), runKey(ref.ThreadID, ref.RunID), r); err != nil {
 				return err
 			}
 			if err := s.refreshThread(tx, ref.ThreadID, t, now); err != nil {

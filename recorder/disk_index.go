@@ -58,7 +58,7 @@ func (s *DiskStore) ListThreads(ctx context.Context, q ThreadQuery) (ThreadPage,
 				continue // expired, or a stale entry: never shown
 			}
 			sum := ThreadSummary{Thread: t.info(id), ActiveAt: time.UnixMilli(ms)}
-			if r, err := getJSON[diskRun](tx.Bucket(bucketRuns), runKey(id, t.Latest)); err != nil {
+			if r, err := getRecord[diskRun](tx.Bucket(bucketRuns), runKey(id, t.Latest)); err != nil {
 				return err
 			} else if r != nil {
 				sum.UpdatedAt, sum.LatestStatus = time.UnixMilli(r.Updated), RunStatus(r.Status)

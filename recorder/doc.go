@@ -62,8 +62,8 @@
 //     MINID ~, updates last/updated/gaps, refreshes the TTLs. A Writer's run that streams
 //     takes the fast path most of the time: only its entries' XADD NOMKSTREAM and the
 //     notification, as plain commands in the batch's pipeline (in the script on Cluster), the
-//     metadata brought up to date by a full write at least every second (and twice per lease
-//     interval); an XADD answered nil or refused as a duplicate sends the run down the full
+//     metadata brought up to date by a full write at least every two seconds (and once per
+//     lease interval); an XADD answered nil or refused as a duplicate sends the run down the full
 //     path, which says what happened. The
 //     call carries only the epoch and the events of each run; if a run hash is missing (data
 //     lost) the run is sent again with Batch.Run's metadata, and re-created (thread and run)
@@ -113,7 +113,10 @@
 //     the runs of the threads that hash to it (WriterConfig.Lanes; the proxy's default is
 //     DefaultLanes), so that several batches are in flight at once and one round trip does
 //     not hold every run. A lane writes in queue order: a run's events and its finish are
-//     stored in the order they were queued, retries included. Backpressure is per lane: a
+//     stored in the order they were queued, retries included. One exception keeps a run's
+//     end prompt without cutting the others' Linger short: a FinishSync's run has its queued
+//     items written at once, ahead of the rest (an express write); they stay in the queue
+//     marked taken, so positions and Stored still count the queue in order. Backpressure is per lane: a
 //     full lane slows the runs that append to it (they wait for its next completed write, at
 //     most FullWait while the store makes no progress, then drop with a gap);
 //   - writer_store.go: a lane's side of the store: one Store.Append per batch (with the
@@ -229,7 +232,10 @@
 // of many runs is one transaction with one key per run. Concurrent writes share transactions
 // (groupCommit, disk_commit.go): a run start, a finish or a lease renewal made while another
 // write commits waits for it, then commits with every write queued meanwhile, in one fsync;
-// alone it commits at once. Retention drops whole chunks. The
+// alone it commits at once. Run and thread records are a small binary layout behind a
+// version byte (disk_record.go), read and written once per run per batch; JSON records of
+// earlier versions are still read (a file written by this version is not readable by an
+// earlier one: roll back with a backup export, not the file). Retention drops whole chunks. The
 // running bucket lists the runs whose status is running: bbolt locks the file, so at open they
 // all belong to a process that died, and OpenDiskStore ends each with a RUN_ERROR (code
 // INTERRUPTED) after its last stored event. Write errors caused by a full disk wrap

@@ -3,7 +3,6 @@ package recorder
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"sync"
 
@@ -78,7 +77,7 @@ func (s *DiskStore) ScanThreads(ctx context.Context, fn func(threadID string) er
 			}
 			for ; k != nil && len(ids) < scanPage; k, v = c.Next() {
 				var t diskThread
-				if json.Unmarshal(v, &t) != nil || (t.Expires != 0 && now >= t.Expires) {
+				if decodeRecord(&t, v) != nil || (t.Expires != 0 && now >= t.Expires) {
 					continue
 				}
 				ids = append(ids, string(k))

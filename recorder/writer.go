@@ -119,9 +119,12 @@ type WriterConfig struct {
 	// Linger is the least time between the starts of two batches while nobody waits on the
 	// store: the writer lets events gather instead of sending each as it comes, so one round
 	// trip carries more of them (fewer system calls and store calls per event). A caller
-	// waiting on the store (AppendSync, FinishSync, Flush, a full buffer) or a queue of
-	// MaxBatchEvents ends the wait at once, so a run's terminal event and sync durability are
-	// not delayed. An event reaches the store up to Linger later. Zero: send at once.
+	// waiting on the store (AppendSync, Flush, a full buffer) or a queue of MaxBatchEvents
+	// ends the wait at once, so sync durability is not delayed; a FinishSync has its run's
+	// queued events and finish written at once, ahead of the rest, and leaves the other runs'
+	// events lingering (an express write; on a DiskStore, whose commits are serialized, it
+	// ends the wait too), so a run's terminal event is not delayed either.
+	// An event reaches the store up to Linger later. Zero: send at once.
 	Linger time.Duration
 	// BusyLinger is the Linger while many runs stream at once: after a batch that carried the
 	// events of BusyRuns runs or more, the next batch waits BusyLinger instead of Linger. With

@@ -32,7 +32,11 @@ type lane struct {
 	// urgent counts the callers waiting on the store (wait, a full buffer): Linger does not
 	// hold the next batch while it is not zero.
 	urgent int
-	st     WriterStats
+	// expressRuns are the runs whose FinishSync waits: the lane goroutine writes their
+	// queued items ahead of the rest (expressWrite), woken by express (cap 1).
+	expressRuns []*Recording
+	express     chan struct{}
+	st          WriterStats
 
 	batcher  batcher         // the lane goroutine's
 	lastRuns int             // runs whose events the last batch carried (the lane goroutine's)
@@ -56,6 +60,7 @@ func newLane(cfg WriterConfig, log *slog.Logger) *lane {
 		progress: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
 		hurry:    make(chan struct{}, 1),
+		express:  make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		exited:   make(chan struct{}),
 		stopCtx:  ctx, cancel: cancel,
@@ -221,6 +226,12 @@ func (l *lane) loop() {
 			l.mu.Unlock()
 			return
 		}
+		if len(l.expressRuns) > 0 {
+			if !l.expressWrite() { // unlocks l.mu
+				return // stopped
+			}
+			continue
+		}
 		if rest := l.lingerLeft(lastStart); rest > 0 {
 			l.mu.Unlock()
 			if lingerTimer == nil {
@@ -232,41 +243,49 @@ func (l *lane) loop() {
 			case <-lingerTimer.C:
 			case <-l.hurry:
 				lingerTimer.Stop()
+			case <-l.express:
+				lingerTimer.Stop() // the linger goes on after the express write
 			case <-l.stop:
 				return
 			}
 			continue
 		}
 		take = take[:0]
-		n, size := 0, int64(0)
+		n, size, span := 0, int64(0), 0 // span: the queue slots the batch completes
 		for i := l.head; i < len(l.q) && n < l.cfg.MaxBatchEvents; i++ {
+			if l.q[i].taken {
+				span++
+				continue
+			}
 			b := itemBytes(l.q[i])
 			if n > 0 && size+b > int64(l.cfg.MaxBatchBytes) {
 				break
 			}
 			take = append(take, l.q[i])
+			span++
 			if l.q[i].finish == nil {
 				n++
 				size += b
 			}
 		}
-		l.inflight = len(take)
+		l.inflight = span
 		l.writeStart = time.Now()
 		lastStart = l.writeStart
 		l.mu.Unlock()
 
-		if !l.write(take, n) {
+		if len(take) > 0 && !l.write(take, n) {
 			return // stopped
 		}
+		finishedSync(take)
 
 		l.mu.Lock()
-		clear(l.q[l.head : l.head+len(take)]) // release frames
-		l.head += len(take)
+		clear(l.q[l.head : l.head+span]) // release frames
+		l.head += span
 		l.inflight = 0
 		l.writeStart = time.Time{}
 		l.events -= n
 		l.bytes -= size
-		l.done.Add(uint64(len(take)))
+		l.done.Add(uint64(span))
 		if l.head == len(l.q) {
 			l.q, l.head = l.q[:0], 0
 		} else if l.head > 4096 && l.head > len(l.q)/2 {
@@ -277,6 +296,62 @@ func (l *lane) loop() {
 		close(l.progress)
 		l.progress = make(chan struct{})
 		l.mu.Unlock()
+	}
+}
+
+// expressWrite writes the queued items of the runs whose FinishSync waits (expressRuns),
+// their events and finishes in queue order, ahead of the other runs' items, which keep
+// waiting for their batch (and its Linger): a run's order is kept, and runs need no order
+// between them. The items stay in the queue, marked taken, so that positions and Stored keep
+// counting the queue in order; the batch that reaches them skips them. l.mu is held on entry
+// and released. It returns false when the Writer stopped.
+func (l *lane) expressWrite() bool {
+	runs := make(map[*Recording]bool, len(l.expressRuns))
+	for _, r := range l.expressRuns {
+		runs[r] = true
+	}
+	l.expressRuns = l.expressRuns[:0]
+	var take []item
+	n, size := 0, int64(0)
+	for i := l.head; i < len(l.q); i++ {
+		it := &l.q[i]
+		if it.taken || !runs[it.rec] {
+			continue
+		}
+		take = append(take, *it)
+		it.taken, it.ev = true, Event{} // the frame goes with take
+		if it.finish == nil {
+			n++
+			size += itemBytes(take[len(take)-1])
+		}
+	}
+	l.writeStart = time.Now()
+	l.mu.Unlock()
+
+	lastRuns := l.lastRuns // an express write says nothing of how busy the lane is
+	ok := len(take) == 0 || l.write(take, n)
+	l.lastRuns = lastRuns
+	if !ok {
+		return false
+	}
+	finishedSync(take)
+
+	l.mu.Lock()
+	l.writeStart = time.Time{}
+	l.events -= n
+	l.bytes -= size
+	close(l.progress) // room freed: a caller waiting for it looks again
+	l.progress = make(chan struct{})
+	l.mu.Unlock()
+	return true
+}
+
+// finishedSync wakes the FinishSync callers of the finishes among written items.
+func finishedSync(written []item) {
+	for _, it := range written {
+		if it.finish != nil && it.finish.stored != nil {
+			close(it.finish.stored)
+		}
 	}
 }
 

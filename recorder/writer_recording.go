@@ -12,12 +12,18 @@ type item struct {
 	rec    *Recording
 	ev     Event
 	finish *finishOp
+	// taken marks an item an express write stored ahead of its place (lane.expressWrite):
+	// the batch that reaches it skips it, and only counts it as done.
+	taken bool
 }
 
 type finishOp struct {
 	status  RunStatus
 	detail  string
 	lastSeq int64
+	// stored, for a FinishSync, is closed once the finish (and so every event of the run
+	// queued before it) is written, by whichever write takes it.
+	stored chan struct{}
 }
 
 // A Recording is one run as a Writer records it, from Writer.Open to the run's finish: the
@@ -174,22 +180,64 @@ func (r *Recording) Finish(status RunStatus, detail string, lastSeq int64) {
 // it, is stored, or ctx ends (it then returns ctx's error; the status is still written
 // later). A caller that holds a run's terminal event back until FinishSync returns lets any
 // replica accept the thread's next run as soon as a client has seen that event.
+//
+// It does not end the lane's Linger for the other runs: the lane writes this run's queued
+// events and its finish at once, ahead of the rest (an express write, lane.expressWrite), and
+// lets the other runs' events gather as long as they would have. At 2,000 streams a run ends
+// every few milliseconds; each ending a Linger kept every batch at about one event per run.
+//
+// On a store that commits a batch as one transaction (DiskStore) it waits for the lane's
+// next batch instead, as a caller waiting on the store does: its commits are serialized, so
+// one per run's end would cost an fsync each and hold back everything else.
 func (r *Recording) FinishSync(ctx context.Context, status RunStatus, detail string, lastSeq int64) error {
-	pos, ok := r.finish(status, detail, lastSeq)
-	if !ok {
+	l := r.l
+	if _, group := l.cfg.Store.(groupCommitter); group || l.cfg.Linger <= 0 {
+		pos, ok := r.finish(status, detail, lastSeq)
+		if !ok {
+			return ErrClosed
+		}
+		return l.wait(ctx, pos)
+	}
+	f := &finishOp{status: status, detail: detail, lastSeq: lastSeq, stored: make(chan struct{})}
+	if _, ok := r.enqueueFinish(f, true); !ok {
 		return ErrClosed
 	}
-	return r.l.wait(ctx, pos)
+	select {
+	case <-f.stored:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.exited:
+		select {
+		case <-f.stored:
+			return nil
+		default:
+			return ErrClosed
+		}
+	}
 }
 
 func (r *Recording) finish(status RunStatus, detail string, lastSeq int64) (uint64, bool) {
+	return r.enqueueFinish(&finishOp{status: status, detail: detail, lastSeq: lastSeq}, false)
+}
+
+// enqueueFinish queues f after the run's events; express asks the lane to write the run's
+// queued items ahead of the others' (FinishSync).
+func (r *Recording) enqueueFinish(f *finishOp, express bool) (uint64, bool) {
 	l := r.l
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return 0, false
 	}
-	pos, ok := l.enqueue(item{rec: r, finish: &finishOp{status, detail, lastSeq}})
+	pos, ok := l.enqueue(item{rec: r, finish: f})
+	if express {
+		l.expressRuns = append(l.expressRuns, r)
+		select {
+		case l.express <- struct{}{}:
+		default:
+		}
+	}
 	l.mu.Unlock()
 	l.signal()
 	return pos, ok

@@ -761,6 +761,68 @@ func TestWriterLinger(t *testing.T) {
 	checkStored(t, store, r2, 10)
 }
 
+// TestWriterFinishSyncExpress: a run's FinishSync is written ahead of the other runs' events
+// (an express write), with the run's own queued events, and leaves the others lingering:
+// with a Linger far longer than the test, the other run's event is still queued after it,
+// and Stored does not pass it. Both runs' events end up stored once each, in order.
+func TestWriterFinishSyncExpress(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	store := &flakyStore{Store: recorder.NewMemoryStore(recorder.MemoryConfig{})}
+	w := newTestWriter(t, store, recorder.WriterConfig{Lanes: 1, Linger: time.Hour})
+	a, b := testRun("express", "a"), testRun("express", "b")
+	ra, rb := recOf(t, w, a), recOf(t, w, b)
+	if err := ra.AppendSync(ctx, testEvent(a, 1)); err != nil { // the first batch goes at once
+		t.Fatal(err)
+	}
+	posA, err := ra.AppendPos(testEvent(a, 2)) // lingers
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(1); seq <= 3; seq++ {
+		if err := rb.Append(testEvent(b, seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rb.FinishSync(ctx, recorder.StatusFinished, "", 3); err != nil {
+		t.Fatalf("FinishSync while another run lingers: %v", err)
+	}
+	checkStored(t, store, b, 3)
+	if got, err := store.Run(ctx, b.ThreadID, b.RunID); err != nil || got.Status != recorder.StatusFinished {
+		t.Fatalf("run b after its FinishSync: %+v, %v; want finished", got, err)
+	}
+	checkStored(t, store, a, 1)
+	if st := w.Stats(); st.Queued != 1 {
+		t.Fatalf("after the express write %d events are queued, want run a's one lingering", st.Queued)
+	}
+	if ra.Stored() >= posA {
+		t.Fatalf("Stored passed run a's lingering event (%d >= %d)", ra.Stored(), posA)
+	}
+	// Run a goes on, and ends the same way; run b's items are not written again.
+	if err := ra.Append(testEvent(a, 3)); err != nil {
+		t.Fatal(err)
+	}
+	appends := func() int { store.mu.Lock(); defer store.mu.Unlock(); return store.appends }
+	before := appends()
+	if err := ra.FinishSync(ctx, recorder.StatusFinished, "", 3); err != nil {
+		t.Fatal(err)
+	}
+	checkStored(t, store, a, 3)
+	if n := appends() - before; n != 1 {
+		t.Errorf("run a's express write took %d store calls, want 1", n)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ra.Stored() < posA {
+		t.Fatalf("after Flush, Stored %d is still before run a's event %d", ra.Stored(), posA)
+	}
+	if st := w.Stats(); st.Queued != 0 || st.Appended != 6 {
+		t.Fatalf("after Flush: %d queued, %d stored; want 0 and 6", st.Queued, st.Appended)
+	}
+	checkStored(t, store, b, 3)
+}
+
 // TestWriterLease: with WriterConfig.Lease on Redis, the appends of a running run renew its
 // lease (LeasedSince vouches for it from the append's start on, and the run hash holds the
 // node and an expiry TTL later), a stop requested for the run reaches OnStop with one of its

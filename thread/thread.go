@@ -151,11 +151,18 @@ func (s *Service) Owner(r *http.Request) (string, error) {
 	return s.Identify(r)
 }
 
+// IdentityRequired is problem.ErrIdentityRequired with a detail naming header, the one the
+// caller must send.
+func IdentityRequired(header string) error {
+	return problem.WithDetail(problem.ErrIdentityRequired,
+		"this proxy is multi-tenant: send the caller's identity in the "+header+" header (your auth gateway sets it)")
+}
+
 // Caller checks that owner may use threads at all: in multi-tenant mode an anonymous caller
 // gets problem.ErrIdentityRequired.
 func (s *Service) Caller(owner string) error {
 	if s.MultiTenant() && owner == "" {
-		return problem.ErrIdentityRequired
+		return IdentityRequired(s.cfg.IdentityHeader)
 	}
 	return nil
 }

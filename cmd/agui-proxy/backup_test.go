@@ -270,7 +270,7 @@ func TestImportDryRun(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("dry run = exit %d: %s", code, errs)
 	}
-	for _, want := range []string{`line 1: thread "`, `would import 2 runs (owner "alice", route "default")`, `would import 1 runs (owner "bob", route "/b")`} {
+	for _, want := range []string{`line 1: thread "`, `would import 2 runs (owner "alice", route "default")`, `would import 1 run (owner "bob", route "/b")`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry-run report lacks %q:\n%s", want, out)
 		}
@@ -288,9 +288,13 @@ func TestImportDryRun(t *testing.T) {
 		t.Errorf("dry run after the import:\n%s", out)
 	}
 
-	dir := t.TempDir()
-	if code, _, errs := cli(t, diskEnv(dir), strings.NewReader(data), "import", "-dry-run"); code != exitOK {
+	dir := filepath.Join(t.TempDir(), "history")
+	code, _, errs = cli(t, diskEnv(dir), strings.NewReader(data), "import", "-dry-run")
+	if code != exitOK || !strings.Contains(errs, "holds no store yet") || !strings.Contains(errs, "nothing was created") {
 		t.Fatalf("disk dry run = exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a dry run into a disk store not created yet created %s (%v)", dir, err)
 	}
 	if got := mustExport(t, diskEnv(dir)); got != "" {
 		t.Fatalf("after a dry run the disk store holds:\n%s", got)
@@ -299,6 +303,47 @@ func TestImportDryRun(t *testing.T) {
 	code, out, errs = cli(t, map[string]string{}, strings.NewReader(data+"{oops\n"), "import", "-dry-run")
 	if code != exitRefused || strings.Count(out, "would import") != 3 || !strings.Contains(errs, "line 4: ") || !strings.Contains(errs, "no store configured") {
 		t.Errorf("dry run without a store = exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+}
+
+// TestImportKeepsTitles: an imported thread has the title it had (its first user message),
+// through agui-proxy export and import and through the HTTP import.
+func TestImportKeepsTitles(t *testing.T) {
+	srcDir, dstDir := t.TempDir(), t.TempDir()
+	src, err := recorder.OpenDiskStore(t.Context(), recorder.DiskConfig{Dir: srcDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedThreads(t, src)
+	want := map[string]string{}
+	for _, k := range []string{recorder.ThreadKey("alice", "default", "t1"), recorder.ThreadKey("alice", "default", "t2"), recorder.ThreadKey("bob", "/b", "t3")} {
+		th, err := src.Thread(t.Context(), k)
+		if err != nil || th.Title == "" {
+			t.Fatalf("seeded thread %s: title %q, %v", k, th.Title, err)
+		}
+		want[k] = th.Title
+	}
+	src.Close()
+	mustImport(t, diskEnv(dstDir), mustExport(t, diskEnv(srcDir)))
+	dst, err := recorder.OpenDiskStore(t.Context(), recorder.DiskConfig{Dir: dstDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	for k, title := range want {
+		if th, err := dst.Thread(t.Context(), k); err != nil || th.Title != title {
+			t.Errorf("imported thread %s: title %q (%v), want %q", k, th.Title, err, title)
+		}
+	}
+	doc, err := attach.ExportThread(t.Context(), dst, recorder.ThreadKey("alice", "default", "t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := attach.ImportThread(t.Context(), dst, attach.ImportTarget{ThreadID: "copy", Route: "default"}, doc); err != nil {
+		t.Fatal(err)
+	}
+	if th, err := dst.Thread(t.Context(), "copy"); err != nil || th.Title != want[recorder.ThreadKey("alice", "default", "t1")] {
+		t.Errorf("thread imported over HTTP's path: title %q (%v)", th.Title, err)
 	}
 }
 
@@ -404,7 +449,7 @@ func TestImportStoreFails(t *testing.T) {
 	env := redisEnv(dstSrv)
 	env["AGUI_STORE_TIMEOUT"] = "2s"
 	code, _, errs := cli(t, env, &killingReader{first: first + "\n", rest: rest, srv: dstSrv}, "import")
-	if code != exitStoreErr || !strings.Contains(errs, "stopped at line 2") || !strings.Contains(errs, "1 threads (") {
+	if code != exitStoreErr || !strings.Contains(errs, "stopped at line 2") || !strings.Contains(errs, "1 thread (") {
 		t.Fatalf("import against a killed Redis = exit %d, want 3 stopped at line 2\n%s", code, errs)
 	}
 	dstSrv.Restart()
@@ -425,7 +470,7 @@ func TestBackupUsage(t *testing.T) {
 		t.Fatalf("-h = exit %d", code)
 	}
 	for _, want := range []string{"agui-proxy export", "agui-proxy import", "-dry-run"} {
-		if !strings.Contains(errb.String(), want) {
+		if !strings.Contains(out.String(), want) {
 			t.Errorf("agui-proxy -h lacks %q", want)
 		}
 	}
@@ -433,13 +478,13 @@ func TestBackupUsage(t *testing.T) {
 		"export": {"-owner", "-route", "-since", "-until", "Exit status: 0", "origin"},
 		"import": {"-dry-run", "-default-owner", "-default-route", "Exit status: 0", "already present"},
 	} {
-		code, _, errs := cli(t, map[string]string{}, nil, cmd, "-h")
-		if code != exitOK {
-			t.Errorf("%s -h = exit %d", cmd, code)
+		code, help, errs := cli(t, map[string]string{}, nil, cmd, "-h")
+		if code != exitOK || errs != "" {
+			t.Errorf("%s -h = exit %d, stderr %q (the usage belongs on stdout)", cmd, code, errs)
 		}
 		for _, w := range wants {
-			if !strings.Contains(errs, w) {
-				t.Errorf("%s -h lacks %q:\n%s", cmd, w, errs)
+			if !strings.Contains(help, w) {
+				t.Errorf("%s -h lacks %q:\n%s", cmd, w, help)
 			}
 		}
 		code, _, errs = cli(t, map[string]string{}, strings.NewReader(""), cmd)

@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -58,6 +60,12 @@ func openBackupStore(a storeArgs, cmd string, quiet bool) (recorder.Store, strin
 		}
 		return nil, name, fmt.Errorf("%s works on a Redis store (AGUI_REDIS_URL, AGUI_REDIS_CLUSTER_ADDRS or AGUI_REDIS_SENTINEL_ADDRS) or a disk store (AGUI_STORE_PATH); none is set, and the memory store lives only inside a running proxy (use GET <prefix>export there)", cmd)
 	}
+	if quiet && name == "disk" {
+		// A dry run creates nothing: a directory without a store file holds no thread yet.
+		if _, err := os.Stat(filepath.Join(cfg.StorePath, recorder.DiskFileName)); errors.Is(err, fs.ErrNotExist) {
+			return nil, diskAbsent, nil
+		}
+	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	s, err := openStore(a.ctx, cfg, log)
 	if err != nil {
@@ -66,10 +74,22 @@ func openBackupStore(a storeArgs, cmd string, quiet bool) (recorder.Store, strin
 	return s, name, nil
 }
 
+// diskAbsent is openBackupStore's name for a disk store a dry run found not created yet.
+const diskAbsent = "disk (not created yet)"
+
+// plural is n and word, with an s unless n is 1: "1 run", "2 runs".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
 // runExport implements "agui-proxy export".
 func runExport(a storeArgs, args []string, stdout io.Writer) int {
 	fs := flag.NewFlagSet("agui-proxy export", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
+	uw := helpOut(args, stdout, a.stderr)
+	fs.SetOutput(uw)
 	var owner, route *string
 	fs.Func("owner", "only the threads of this identity (the identity header's value; \"\" for single-tenant threads)",
 		func(s string) error { owner = &s; return nil })
@@ -78,7 +98,7 @@ func runExport(a storeArgs, args []string, stdout io.Writer) int {
 	since := fs.String("since", "", "only threads whose latest run started at or after this RFC 3339 time")
 	until := fs.String("until", "", "only threads whose latest run started before this RFC 3339 time")
 	fs.Usage = func() {
-		fmt.Fprint(a.stderr, `usage: agui-proxy export [-owner ID] [-route NAME] [-since TIME] [-until TIME] > threads.ndjson
+		fmt.Fprint(uw, `usage: agui-proxy export [-owner ID] [-route NAME] [-since TIME] [-until TIME] > threads.ndjson
 
 Writes every thread of the store configured by the environment (AGUI_REDIS_URL, Cluster or
 Sentinel, or AGUI_STORE_PATH; stop the proxy first for a disk store, which one process opens at
@@ -172,8 +192,8 @@ goes to stderr. Exit status: 0 done, 2 bad flags or configuration, 3 the store f
 	if err == nil {
 		err = w.Flush()
 	}
-	summary := fmt.Sprintf("%d threads (%d runs) exported from the %s store in %s; %d not matching the filters, %d gone during the export",
-		exported, runs, name, time.Since(start).Round(time.Millisecond), skipped, vanished)
+	summary := fmt.Sprintf("%s (%s) exported from the %s store in %s; %d not matching the filters, %d gone during the export",
+		plural(exported, "thread"), plural(runs, "run"), name, time.Since(start).Round(time.Millisecond), skipped, vanished)
 	if err != nil {
 		return fail(exitStoreErr, "stopped: %v\nagui-proxy export: %s (the output is incomplete)", err, summary)
 	}
@@ -197,12 +217,13 @@ func parseTimeFlag(name, v string) (time.Time, error) {
 func runImport(a storeArgs, args []string, stdin io.Reader, stdout io.Writer) int {
 	cfg, cfgErr := loadConfig(a.env)
 	fs := flag.NewFlagSet("agui-proxy import", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
+	uw := helpOut(args, stdout, a.stderr)
+	fs.SetOutput(uw)
 	dryRun := fs.Bool("dry-run", false, "check every line and report what would be imported (to stdout); write nothing")
 	defOwner := fs.String("default-owner", "", "owner of documents without an \"origin\" (from GET <prefix>export); \"\" is single-tenant")
 	defRoute := fs.String("default-route", cfg.Route, "route of documents without an \"origin\" (from GET <prefix>export); the default is AGUI_ROUTE's value")
 	fs.Usage = func() {
-		fmt.Fprint(a.stderr, `usage: agui-proxy import [-dry-run] [-default-owner ID] [-default-route NAME] [FILE]
+		fmt.Fprint(uw, `usage: agui-proxy import [-dry-run] [-default-owner ID] [-default-route NAME] [FILE]
 
 Reads NDJSON export documents (from agui-proxy export or GET <prefix>export; FILE, or stdin when
 absent or "-") into the store configured by the environment, one thread per line, each under
@@ -257,13 +278,15 @@ import again to finish it).
 	storeErr := im.readLines(in, cfg.MaxImportBytes)
 	verb, into := "imported", "into the "+name+" store"
 	switch {
+	case *dryRun && name == diskAbsent:
+		verb, into = "would be imported", "(dry run: AGUI_STORE_PATH holds no store yet, so every thread is new; nothing was created)"
 	case *dryRun && store == nil:
 		verb, into = "would be imported", "(dry run: no store configured, the documents alone were checked; nothing was written)"
 	case *dryRun:
 		verb, into = "would be imported", "into the "+name+" store (dry run: nothing was written)"
 	}
-	summary := fmt.Sprintf("%d threads (%d runs) %s from %s %s in %s; %d already present, %d lines refused",
-		im.imported, im.runs, verb, inName, into, time.Since(start).Round(time.Millisecond), im.present, im.refused)
+	summary := fmt.Sprintf("%s (%s) %s from %s %s in %s; %d already present, %s refused",
+		plural(im.imported, "thread"), plural(im.runs, "run"), verb, inName, into, time.Since(start).Round(time.Millisecond), im.present, plural(im.refused, "line"))
 	if storeErr != nil {
 		return fail(exitStoreErr, "stopped at line %d: %v\nagui-proxy import: %s (the lines before were imported; run the same import again to finish)",
 			im.line, storeErr, summary)
@@ -363,7 +386,7 @@ func (im *importer) importLine(line []byte) error {
 		}
 		im.imported++
 		im.runs += len(doc.Runs)
-		fmt.Fprintf(im.out, "line %d: thread %q: would import %d runs (owner %q, route %q)\n", im.line, to.ThreadID, len(doc.Runs), to.Owner, to.Route)
+		fmt.Fprintf(im.out, "line %d: thread %q: would import %s (owner %q, route %q)\n", im.line, to.ThreadID, plural(len(doc.Runs), "run"), to.Owner, to.Route)
 		return nil
 	}
 	n, err := attach.ImportThread(im.ctx, im.store, to, doc)
@@ -409,11 +432,11 @@ func (im *importer) existing(to attach.ImportTarget, doc attach.ExportDoc) error
 	if th.Owner == to.Owner && th.Route == to.Route && slices.Equal(have, want) {
 		im.present++
 		if im.dryRun {
-			fmt.Fprintf(im.out, "line %d: thread %q: already present (the same %d runs), would be left as it is\n", im.line, to.ThreadID, len(runs))
+			fmt.Fprintf(im.out, "line %d: thread %q: already present (the same %s), would be left as it is\n", im.line, to.ThreadID, plural(len(runs), "run"))
 		}
 		return nil
 	}
-	im.refuse("thread %q already exists with other history (owner %q route %q, %d runs; the document: owner %q route %q, %d runs): not imported",
-		to.ThreadID, th.Owner, th.Route, len(have), to.Owner, to.Route, len(want))
+	im.refuse("thread %q already exists with other history (owner %q route %q, %s; the document: owner %q route %q, %s): not imported",
+		to.ThreadID, th.Owner, th.Route, plural(len(have), "run"), to.Owner, to.Route, plural(len(want), "run"))
 	return nil
 }

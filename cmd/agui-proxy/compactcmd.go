@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,15 +18,19 @@ import (
 // to stdout. It returns the process exit code: 0 on success, 1 on bad input, 2 on bad flags.
 func runCompact(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agui-proxy compact", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	uw := helpOut(args, stdout, stderr)
+	fs.SetOutput(uw)
 	format := fs.String("format", "ndjson", "output format: json (one array) or ndjson (one event per line)")
 	concat := fs.Bool("concat", false, "use the official TypeScript compactEvents behaviour (delta concatenation only)")
 	keepThinking := fs.Bool("keep-thinking", false, "keep legacy THINKING_* events instead of dropping them")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agui-proxy compact [-format json|ndjson] [-concat] [-keep-thinking] < events")
+		fmt.Fprintln(uw, "usage: agui-proxy compact [-format json|ndjson] [-concat] [-keep-thinking] < events")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if *format != "json" && *format != "ndjson" {

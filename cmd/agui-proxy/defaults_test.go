@@ -57,7 +57,10 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 // so the README and -h cannot drift from it.
 func TestBusyLingerDescribesBusyRuns(t *testing.T) {
 	f, _ := reflect.TypeFor[config]().FieldByName("RecorderBusyLinger")
-	if want := fmt.Sprintf("events of %d runs or more", recorder.BusyRuns); !strings.Contains(f.Tag.Get("desc"), want) {
-		t.Errorf("AGUI_RECORDER_BUSY_LINGER's description does not say %q: %s", want, f.Tag.Get("desc"))
+	if want := fmt.Sprintf("events of %d runs or more", recorder.BusyRuns); !strings.Contains(f.Tag.Get("doc"), want) {
+		t.Errorf("AGUI_RECORDER_BUSY_LINGER's documentation does not say %q: %s", want, f.Tag.Get("doc"))
+	}
+	if want := fmt.Sprintf("%d runs or more", recorder.BusyRuns); !strings.Contains(f.Tag.Get("help"), want) {
+		t.Errorf("AGUI_RECORDER_BUSY_LINGER's help does not say %q: %s", want, f.Tag.Get("help"))
 	}
 }

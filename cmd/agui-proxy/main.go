@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +36,9 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// commands are agui-proxy's subcommands, for -h and for the hint on a mistyped one.
+var commands = []string{"compact", "export", "import", "version", "help"}
+
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
@@ -48,15 +52,41 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				return runExport(a, args[1:], stdout)
 			}
 			return runImport(a, args[1:], stdin, stdout)
+		case "version":
+			fmt.Fprintln(stdout, versionLine())
+			return 0
+		case "help":
+			printUsage(stdout)
+			return 0
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(stderr, "agui-proxy: unknown command %q%s; the commands are %s (agui-proxy -h)\n",
+				args[0], didYouMean(args[0], commands), strings.Join(commands, ", "))
+			return 2
 		}
 	}
 	fs := flag.NewFlagSet("agui-proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { printUsage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "agui-proxy takes no flags but -h and -version: it is configured by AGUI_* environment variables (agui-proxy -h lists them)")
+	}
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			printUsage(stdout) // on stdout, so that agui-proxy -h | less shows it
 			return 0
 		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, versionLine())
+		return 0
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "agui-proxy: unexpected argument %q after the flags; the commands are %s (agui-proxy -h)\n",
+			fs.Arg(0), strings.Join(commands, ", "))
 		return 2
 	}
 	cfg, err := loadConfig(nil)
@@ -80,6 +110,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, cfg, log, nil); err != nil {
+		if se, ok := errors.AsType[*startError](err); ok {
+			// One plain line that says what to change, not a log record.
+			fmt.Fprintf(stderr, "agui-proxy: cannot start: %v\n", se)
+			return 1
+		}
 		log.Error("agui-proxy stopped", slog.Any("err", err))
 		return 1
 	}
@@ -107,9 +142,23 @@ func newLogger(cfg config, w io.Writer) *slog.Logger {
 // serve runs the proxy until ctx is done, then drains. ready, if not nil, receives the
 // listening address once the server accepts connections.
 func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- string) error {
-	store, err := openStore(ctx, cfg, log)
+	// The listener first: a taken port is reported before a store is opened (or a disk store
+	// created), and the store is never left half set up for a proxy that cannot serve.
+	ln, err := listen(cfg.Listen, "AGUI_LISTEN")
 	if err != nil {
 		return err
+	}
+	defer ln.Close() // (Serve closes it too; this covers the returns before Serve)
+	var pprofLn net.Listener
+	if cfg.PprofListen != "" {
+		if pprofLn, err = listen(cfg.PprofListen, "AGUI_PPROF_LISTEN"); err != nil {
+			return err
+		}
+		defer pprofLn.Close()
+	}
+	store, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return storeStartError(cfg, err)
 	}
 	defer store.Close()
 
@@ -204,10 +253,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 		// No ReadTimeout or WriteTimeout: both would cut event streams. The proxy bounds
 		// request bodies itself, and slow clients are dropped by their queue limit.
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
 	// The connections of the streams the proxy took over from net/http come back to the
 	// server through returned once complete, for their clients' next requests (package
 	// keepalive); srv.Shutdown closes it with ln.
@@ -222,18 +267,19 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	}
 	log.Info("agui-proxy listening", slog.String("addr", ln.Addr().String()),
 		slog.String("store", storeName(cfg)), slog.String("durability", cfg.Durability))
+	if cfg.Inspector {
+		for _, rh := range fl {
+			log.Info("inspector: open it in a browser", slog.String("url", "http://"+browsable(ln.Addr())+rh.route.prefix+cfg.AttachPrefix+"ui/"))
+		}
+	}
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
 	serveErr := make(chan error, 3) // (each of the two Serve calls and the pprof server may send once)
 	go func() { serveErr <- srv.Serve(ln) }()
 	go func() { serveErr <- srv.Serve(returned) }()
-	if cfg.PprofListen != "" {
-		pprofSrv, err := startPprof(cfg.PprofListen, log, serveErr)
-		if err != nil {
-			return err
-		}
-		defer pprofSrv.Close()
+	if pprofLn != nil {
+		defer startPprof(pprofLn, log, serveErr).Close()
 	}
 
 	select {
@@ -301,6 +347,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (recorder.Stor
 		return nil, err
 	}
 	rc.Logger = log
+	quietRedis(log)
 	s, err := recorder.NewRedisStore(ctx, rc)
 	if err != nil {
 		return nil, fmt.Errorf("opening the Redis store: %w", err)
@@ -395,12 +442,8 @@ func readyReason(err error) string {
 	return "store unreachable"
 }
 
-// startPprof serves net/http/pprof on its own listener.
-func startPprof(addr string, log *slog.Logger, errs chan<- error) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("pprof listener: %w", err)
-	}
+// startPprof serves net/http/pprof on its own listener, ln.
+func startPprof(ln net.Listener, log *slog.Logger, errs chan<- error) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -414,5 +457,5 @@ func startPprof(addr string, log *slog.Logger, errs chan<- error) (*http.Server,
 			errs <- err
 		}
 	}()
-	return srv, nil
+	return srv
 }

@@ -1,59 +1,117 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the README configuration table")
+var update = flag.Bool("update", false, "rewrite docs/configuration.md from the config struct")
 
-const (
-	tableStart = "<!-- config-table:start (generated from cmd/agui-proxy/config.go: go test ./cmd/agui-proxy -update) -->"
-	tableEnd   = "<!-- config-table:end -->"
-)
+// configurationDoc is the path of the generated reference of every variable.
+const configurationDoc = "../../docs/configuration.md"
 
-// configTable renders the README table of every environment variable.
-func configTable() string {
+// configurationMarkdown renders docs/configuration.md: every environment variable by group,
+// with its default and its full documentation.
+func configurationMarkdown() string {
 	var b strings.Builder
-	b.WriteString("| Variable | Default | Meaning |\n|---|---|---|\n")
+	b.WriteString("# Configuration\n\n")
+	b.WriteString("<!-- Generated from cmd/agui-proxy/config.go by `go test ./cmd/agui-proxy -run TestConfigurationDoc -update`; do not edit. -->\n\n")
+	b.WriteString("agui-proxy is configured by environment variables only. `agui-proxy -h` lists them with one\n")
+	b.WriteString("line each; this page has the whole of each. A bad value stops the start with an error naming\n")
+	b.WriteString("the variable, its value and the form expected; an `AGUI_*` variable that is not below is\n")
+	b.WriteString("ignored with a warning naming the likely one.\n")
+	group := ""
 	for _, v := range configVars() {
+		if v.Group != group {
+			group = v.Group
+			b.WriteString("\n## " + group + "\n\n| Variable | Default | Meaning |\n|---|---|---|\n")
+		}
 		def := "`" + v.Default + "`"
 		if v.Default == "" {
 			def = "(empty)"
 		}
-		b.WriteString("| `" + v.Name + "` | " + def + " | " + strings.ReplaceAll(v.Desc, "|", `\|`) + " |\n")
+		b.WriteString("| `" + v.Name + "` | " + def + " | " + strings.ReplaceAll(v.Doc, "|", `\|`) + " |\n")
 	}
 	return b.String()
 }
 
-// TestREADMEConfigTable fails when the README's table of variables and the config struct
-// disagree; run with -update to regenerate it.
-func TestREADMEConfigTable(t *testing.T) {
-	const path = "../../README.md"
-	readme, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(readme)
-	i, j := strings.Index(s, tableStart), strings.Index(s, tableEnd)
-	if i < 0 || j < i {
-		t.Fatalf("README.md lacks the config table markers %q ... %q", tableStart, tableEnd)
-	}
-	got := s[i+len(tableStart)+1 : j]
-	want := configTable()
-	if got == want {
+// TestConfigurationDoc fails when docs/configuration.md and the config struct disagree; run
+// with -update to regenerate it.
+func TestConfigurationDoc(t *testing.T) {
+	want := configurationMarkdown()
+	got, err := os.ReadFile(configurationDoc)
+	if string(got) == want {
 		return
 	}
 	if *update {
-		s = s[:i+len(tableStart)+1] + want + s[j:]
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		if err := os.WriteFile(configurationDoc, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("README.md config table is stale; run go test ./cmd/agui-proxy -update\n got:\n%s\nwant:\n%s", got, want)
+	if err != nil {
+		t.Fatalf("%v; run go test ./cmd/agui-proxy -run TestConfigurationDoc -update", err)
+	}
+	t.Errorf("docs/configuration.md is stale; run go test ./cmd/agui-proxy -run TestConfigurationDoc -update")
+}
+
+// TestConfigTags: every variable has a group, a one-line help that fits agui-proxy -h, and its
+// full documentation, which carries no benchmark figures (those belong in docs/benchmarks.md).
+func TestConfigTags(t *testing.T) {
+	figures := regexp.MustCompile(`\d+ streams|µs|KiB per|p50|p99|-\d+%|\d+% less`)
+	for _, v := range configVars() {
+		if v.Group == "" || v.Help == "" || v.Doc == "" {
+			t.Errorf("%s: group %q, help %q, doc %q: each must be set", v.Name, v.Group, v.Help, v.Doc)
+		}
+		if len(v.Help) > 50 || strings.Contains(v.Help, "\n") {
+			t.Errorf("%s: help %q is longer than one short line (50 characters)", v.Name, v.Help)
+		}
+		if m := figures.FindString(v.Doc); m != "" {
+			t.Errorf("%s: doc carries a benchmark figure (%q); move it to docs/benchmarks.md", v.Name, m)
+		}
+	}
+}
+
+// TestUsage: -h (and help) is on stdout, so that agui-proxy -h | less shows it; it names every
+// command and every variable with its default, grouped, one line each, in at most 100 lines
+// of at most 100 characters.
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, nil, &out, &errb); code != 0 || errb.Len() != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+		text := out.String()
+		lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+		if len(lines) > 100 {
+			t.Errorf("%v: %d lines, want at most 100", args, len(lines))
+		}
+		for _, l := range lines {
+			if len(l) > 100 {
+				t.Errorf("%v: line of %d characters: %q", args, len(l), l)
+			}
+		}
+		for _, c := range []string{"compact", "export", "import", "version"} {
+			if !strings.Contains(text, "agui-proxy "+c) {
+				t.Errorf("%v lacks the command %s", args, c)
+			}
+		}
+		for _, v := range configVars() {
+			if !strings.Contains(text, "\n  "+v.Name+"="+v.Default+" ") {
+				t.Errorf("%v lacks %s=%s", args, v.Name, v.Default)
+			}
+			if !strings.Contains(text, "\n"+v.Group+":\n") {
+				t.Errorf("%v lacks the group %q", args, v.Group)
+			}
+		}
+		if !strings.Contains(text, "docs/configuration.md") {
+			t.Errorf("%v does not point to docs/configuration.md", args)
+		}
+	}
 }
 
 // TestConfigDefaults parses an empty environment and checks validation catches bad values.

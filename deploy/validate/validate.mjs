@@ -20,6 +20,12 @@ export function parseHelp(text) {
   const vars = new Map();
   let last = null;
   for (const line of text.split("\n")) {
+    const assigned = /^\s+((?:AGUI|DEMO)_[A-Z0-9_]+)=(\S*)/.exec(line); // agui-proxy's format: NAME=default  help
+    if (assigned) {
+      vars.set(assigned[1], assigned[2]);
+      last = null;
+      continue;
+    }
     const name = /^\s+((?:AGUI|DEMO)_[A-Z0-9_]+)\b/.exec(line);
     if (name) {
       last = name[1];
@@ -27,7 +33,7 @@ export function parseHelp(text) {
       vars.set(last, inline ? inline[1] : "");
       continue;
     }
-    const def = /^\s+default: (.*)$/.exec(line); // agui-proxy's format
+    const def = /^\s+default: (.*)$/.exec(line); // a default on the line below its name
     if (def && last) vars.set(last, def[1] === '""' ? "" : def[1]);
   }
   return vars;

@@ -110,8 +110,14 @@ try {
       gaps: document.querySelectorAll("#events tbody tr.gap").length,
       title: document.getElementById("run-title").textContent,
       status: document.getElementById("run-status").textContent,
+      meta: document.getElementById("run-meta").textContent,
+      at: [...document.querySelectorAll("#events tbody tr[data-seq] td.at")].map((td) => td.textContent),
     }));
     observed.runs[id] = shown;
+    // The demo's chat events carry no timestamp: a recorded run's arrival is not known, and is
+    // not shown as "+0 ms".
+    check(shown.at.every((a) => a === "—"), `run ${id}: no made-up arrival times (${shown.at.join(" ")})`);
+    check(shown.meta.includes(" lasted ") && !shown.meta.includes("running for"), `run ${id}: the line under the badge says how long it lasted (${shown.meta})`);
     check(isDeepStrictEqual(shown.messages, want.messages.map((m) => ({ id: m.id, role: m.role }))), `run ${id}: the messages as of the run`);
     check(isDeepStrictEqual(shown.state, want.state), `run ${id}: the state as of the run`);
     check(isDeepStrictEqual(shown.seqs, Array.from({ length: want.events }, (_, i) => i + 1)), `run ${id}: events 1..${want.events} in order`);
@@ -171,6 +177,26 @@ try {
   const seqs = await page.$$eval("#events tbody tr[data-seq]", (rows) => rows.map((r) => Number(r.dataset.seq)));
   check(seqs.every((s, i) => s === i + 1), "live events in order, none twice");
   observed.live.events = seqs.length;
+  await page.waitForFunction(() => document.getElementById("run-meta").textContent.includes(" lasted "));
+  observed.live.meta = await page.textContent("#run-meta");
+  check(!observed.live.meta.includes("running for"), `the ended live run's line says how long it lasted (${observed.live.meta})`);
+
+  // 3. A finished run whose events carry timestamps (the demo's bench scenario, 10 deltas
+  // 30 ms apart): the "at" column shows their pacing, from the first timestamped event.
+  const stampedThread = `${opts["live-thread"]}-stamped`;
+  const stamped = await fetch(opts["run-url"], {
+    method: "POST",
+    body: JSON.stringify({ threadId: stampedThread, runId: "s1", messages: [{ id: "u1", role: "user", content: "bench" }], forwardedProps: { events: 10, intervalMs: 30 } }),
+    headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+  });
+  await stamped.text(); // to its end: the run is recorded whole
+  await page.goto(`${opts.page}?thread=${encodeURIComponent(stampedThread)}`);
+  await page.waitForFunction(() => window.inspector.run === "s1" && document.querySelector('#events tbody tr[data-type="RUN_FINISHED"]'));
+  const at = await page.$$eval("#events tbody tr[data-seq] td.at", (tds) => tds.map((td) => td.textContent));
+  const ms = at.filter((a) => a.startsWith("+")).map((a) => Number(a.slice(1, -3)));
+  observed.stamped = at;
+  check(ms.length >= 10 && ms[0] === 0 && ms.every((m, i) => i === 0 || m >= ms[i - 1]) && ms.at(-1) > 0,
+    `a finished run's timestamped events show their pacing (${at.join(" ")})`);
   observed.pageErrors = pageErrors;
   check(pageErrors.length === 0, `no page errors: ${pageErrors.join("; ")}`);
 } catch (err) {

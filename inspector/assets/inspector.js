@@ -8,7 +8,7 @@ const $ = (id) => document.getElementById(id);
 const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
 
 /** The page's state: what is shown and the open event stream. */
-const view = { thread: "", runs: [], head: "", run: "", stream: null, refreshTimer: 0, lastSeq: 0 };
+const view = { thread: "", runs: [], head: "", run: "", stream: null, refreshTimer: 0, lastSeq: 0, firstStamp: undefined };
 // For tests and curious people: what the page currently shows.
 window.inspector = view;
 
@@ -156,14 +156,15 @@ async function selectRun(runId) {
   const r = view.runs.find((x) => x.runId === runId);
   $("run-title").textContent = runId;
   showRunStatus(r);
-  $("run-meta").textContent = r
-    ? `parent ${r.parentRunId || "—"} · created ${new Date(r.createdAt).toLocaleString()} · ${r.status === "running" ? "running for" : "lasted"} ${duration(r.createdAt, r.status === "running" ? new Date().toISOString() : r.updatedAt)}`
-    : "";
   await loadSnapshot();
   openEvents(runId, r?.status === "running");
 }
 
+/** The status badge, the line under it (parent, start, how long it ran) and the buttons. */
 function showRunStatus(r) {
+  $("run-meta").textContent = r
+    ? `parent ${r.parentRunId || "—"} · created ${new Date(r.createdAt).toLocaleString()} · ${r.status === "running" ? "running for" : "lasted"} ${duration(r.createdAt, r.status === "running" ? new Date().toISOString() : r.updatedAt)}`
+    : "";
   const s = $("run-status");
   s.textContent = r ? r.status + (r.detail ? ` (${r.detail})` : "") : "";
   s.className = `status status-${r?.status ?? ""}`;
@@ -204,6 +205,7 @@ function openEvents(runId, live) {
   let last = 0;
   let count = 0;
   view.lastSeq = 0;
+  view.firstStamp = undefined;
   const counter = () => ($("event-count").textContent = `${count} received${live ? ", live" : ""}`);
   counter();
   const es = new EventSource(new URL(threadPath("runs", runId, "events"), api));
@@ -225,13 +227,13 @@ function openEvents(runId, live) {
     } catch {
       ev = { type: "(not JSON)" };
     }
-    const arrived = Math.round(performance.now() - opened);
+    const at = eventTime(ev, live, opened);
     const row = el(
       "tr",
       { class: `ev-${ev.type}`, "data-seq": seq, "data-type": ev.type, title: m.lastEventId },
       el("td", { class: "seq" }, seq || "—"),
       el("td", { class: "type" }, ev.type),
-      el("td", { class: "at", title: ev.timestamp ? new Date(ev.timestamp).toISOString() : "arrival, ms after the stream opened" }, `+${arrived} ms`),
+      el("td", { class: "at", title: at.title }, at.text),
       el("td", { class: "detail" }, summary(ev)),
     );
     const box = $("events-box");
@@ -251,6 +253,21 @@ function openEvents(runId, live) {
       body.append(el("tr", { class: "gap" }, el("td", { colSpan: 4 }, "the event stream could not be read (events trimmed or lost, or the run is gone)")));
     }
   };
+}
+
+/**
+ * When an event came, for the "at" column: from the event's own timestamp when it has one
+ * (ms after the run's first timestamped event, so a finished run shows its real pacing), else,
+ * while the run is live, its arrival (ms after the stream opened); a recorded event without a
+ * timestamp has no known arrival ("—"), not "+0 ms".
+ */
+function eventTime(ev, live, opened) {
+  if (typeof ev.timestamp === "number") {
+    view.firstStamp ??= ev.timestamp;
+    return { text: `+${ev.timestamp - view.firstStamp} ms`, title: `${new Date(ev.timestamp).toISOString()} (the event's timestamp)` };
+  }
+  if (live) return { text: `+${Math.round(performance.now() - opened)} ms`, title: "arrival, ms after the stream opened" };
+  return { text: "—", title: "recorded without a timestamp: its arrival is seen only live" };
 }
 
 /** A short, readable line for an event (its raw JSON is in the row's tooltip-free detail). */

@@ -153,11 +153,16 @@ func For(err error) Problem {
 	if errors.Is(err, ErrUpstreamUnavailable) && isTimeout(err) {
 		return New(http.StatusGatewayTimeout, CodeUpstreamTimeout, "Upstream timeout", "the agent did not answer in time")
 	}
+	var d *detailed
+	hasDetail := errors.As(err, &d)
 	for _, e := range table {
 		for _, target := range e.errs {
 			if errors.Is(err, target) {
 				detail := e.detail
-				if e.quote {
+				switch {
+				case hasDetail:
+					detail = d.detail
+				case e.quote:
 					detail = err.Error()
 				}
 				return New(e.status, e.code, e.title, detail)
@@ -166,6 +171,20 @@ func For(err error) Problem {
 	}
 	return New(http.StatusServiceUnavailable, CodeStoreUnavailable, "Store unavailable", "the store did not answer; retry later")
 }
+
+// WithDetail returns err with the detail its problem carries in place of its row's (For):
+// what the client should do, in words that name this request's own values (the header to
+// send, the parentRunId that is unknown). detail must not hold store errors or addresses.
+func WithDetail(err error, detail string) error { return &detailed{err: err, detail: detail} }
+
+// detailed is an error with its problem's detail (WithDetail).
+type detailed struct {
+	err    error
+	detail string
+}
+
+func (d *detailed) Error() string { return d.err.Error() + ": " + d.detail }
+func (d *detailed) Unwrap() error { return d.err }
 
 // Upstream wraps an error of the call to the agent in ErrUpstreamUnavailable.
 func Upstream(err error) error {

@@ -3,7 +3,7 @@
 // TypeScript file using it type-checks under both "bundler" and "node16" resolution.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,10 +15,25 @@ after(() => rmSync(work, { recursive: true, force: true }));
 
 const npm = (args, cwd) => execFileSync("npm", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
 
+test("the README's install lines name the tarball npm pack writes and the peer dependencies", () => {
+  const pkg = JSON.parse(readFileSync(join(pkgRoot, "package.json"), "utf8"));
+  const readme = readFileSync(join(pkgRoot, "README.md"), "utf8");
+  const tarball = `${pkg.name.replace(/^@/, "").replace("/", "-")}-${pkg.version}.tgz`;
+  assert.ok(readme.includes(`npm pack    # writes ${tarball} here`), `the README says npm pack writes ${tarball}`);
+  const install = readme.split("\n").find((l) => l.startsWith("npm install ") && l.includes(".tgz"));
+  assert.ok(install, "the README has an npm install line for the tarball");
+  assert.ok(install.includes(`/clients/typescript/${tarball}`), `it installs ${tarball}: ${install}`);
+  for (const [dep, range] of Object.entries(pkg.peerDependencies)) {
+    assert.ok(install.includes(`${dep}@${range}`), `it installs the peer dependency ${dep}@${range}: ${install}`);
+  }
+});
+
 test("npm pack → npm install → import, require, type-check", () => {
   npm(["pack", "--pack-destination", work], pkgRoot);
   const tarball = readdirSync(work).find((f) => f.endsWith(".tgz"));
   assert.ok(tarball, "npm pack wrote a tarball");
+  const pkg = JSON.parse(readFileSync(join(pkgRoot, "package.json"), "utf8"));
+  assert.ok(readFileSync(join(pkgRoot, "README.md"), "utf8").includes(`clients/typescript/${tarball} `), `the README installs ${tarball}, the file npm pack wrote (${pkg.version})`);
   const files = execFileSync("tar", ["-tzf", join(work, tarball)], { encoding: "utf8" }).split("\n");
   for (const f of ["package/dist/index.mjs", "package/dist/index.cjs", "package/dist/index.d.ts", "package/dist/index.d.cts", "package/README.md"]) {
     assert.ok(files.includes(f), `the tarball has ${f}`);

@@ -233,8 +233,10 @@ const (
 	// StopRunError ends a stopped run as before AG-UI 1.0: RUN_ERROR code CANCELLED, with
 	// whatever was open left open; the run is recorded with status "error", detail
 	// CANCELLED. For consumers that validate the older outcome set, such as
-	// @copilotkit/runtime 1.75.0: its @ag-ui/core 0.0.59 schema knows only the outcomes
-	// "success" and "interrupt", and fails a stream whose RUN_FINISHED says "cancelled".
+	// @copilotkit/runtime 1.75.0 with its own HttpAgent: its @ag-ui/core 0.0.59 schema knows
+	// only the outcomes "success" and "interrupt", and fails a stream whose RUN_FINISHED says
+	// "cancelled" (the runner of clients/copilotkit translates the ending and needs no such
+	// route).
 	StopRunError StopEnding = "error"
 )
 

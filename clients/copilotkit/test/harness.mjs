@@ -132,9 +132,6 @@ export async function startProxy(bin, { upstream, redisUrl, identityHeader, rout
       AGUI_REDIS_URL: redisUrl,
       AGUI_IDENTITY_HEADER: identityHeader,
       AGUI_ROUTES: routes,
-      // @copilotkit/runtime 1.75.0's @ag-ui/core 0.0.59 fails a RUN_FINISHED whose outcome is
-      // "cancelled": its routes keep the ending before AG-UI 1.0 (README "CopilotKit").
-      AGUI_STOP_ENDING: "error",
       AGUI_LOG_LEVEL: "warn",
     },
   });

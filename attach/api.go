@@ -372,7 +372,7 @@ func validateImport(doc ExportDoc) ([]recorder.Batch, error) {
 		seen[er.RunID] = true
 		status := recorder.RunStatus(er.Status)
 		switch status {
-		case recorder.StatusFinished, recorder.StatusError, recorder.StatusInterrupted:
+		case recorder.StatusFinished, recorder.StatusError, recorder.StatusInterrupted, recorder.StatusCancelled:
 		case recorder.StatusRunning:
 			status = recorder.StatusInterrupted // it cannot go on here
 		default:
@@ -401,7 +401,8 @@ func compactJSON(raw json.RawMessage) []byte {
 }
 
 // serveStop cancels a running run: POST {prefix}threads/{thread}/runs/{run}/stop. The run ends
-// with RUN_ERROR code CANCELLED, recorded and seen by every attached client. A run pumped by
+// as stopped (by default what was open closed, then RUN_FINISHED outcome cancelled; see
+// proxy.StopEnding), recorded and seen by every attached client. A run pumped by
 // another replica is stopped through the store (its lease renewal sees the request).
 func (h *Handler) serveStop(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()

@@ -210,7 +210,26 @@ func (h *Handler) accessRun(ctx context.Context, r *http.Request) (recorder.Thre
 	if err != nil {
 		return recorder.Thread{}, recorder.Run{}, err
 	}
-	return h.threads.AccessRun(ctx, owner, r.PathValue("thread"), r.PathValue("run"))
+	th, run, err := h.threads.AccessRun(ctx, owner, r.PathValue("thread"), r.PathValue("run"))
+	return th, h.streaming(run), err
+}
+
+// run reads a run's metadata, as streaming has it.
+func (h *Handler) run(ctx context.Context, threadID, runID string) (recorder.Run, error) {
+	run, err := h.store.Run(ctx, threadID, runID)
+	return h.streaming(run), err
+}
+
+// streaming returns run with the status running while this process still streams it, though
+// the store records its end: a response the pump keeps after its RUN_FINISHED
+// (proxy.AfterTerminalKeep) is followed live by the attachers and resumes served here until
+// the response ends, and can be stopped. (Another replica follows it from the store: it sees
+// the run end at that RUN_FINISHED.)
+func (h *Handler) streaming(run recorder.Run) recorder.Run {
+	if run.RunID != "" && run.Status != recorder.StatusRunning && h.threads.Live().Streaming(run.ThreadID, run.RunID) {
+		run.Status = recorder.StatusRunning
+	}
+	return run
 }
 
 // storeErr hides every store error that is not a sentinel behind problem.ErrStoreUnavailable.

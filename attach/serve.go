@@ -97,7 +97,7 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 		}
 	}()
 	began := time.Now()
-	head, err := h.store.Run(ctx, th.ID, th.LatestRunID)
+	head, err := h.run(ctx, th.ID, th.LatestRunID)
 	if err != nil {
 		writeErr(w, r, h.log, storeErr(err))
 		return nil
@@ -121,6 +121,9 @@ func (h *Handler) startThreadEvents(w http.ResponseWriter, r *http.Request) (t *
 			if run.RunID == cursor.RunID {
 				idx = i
 			}
+		}
+		if idx >= 0 {
+			chain[idx] = h.streaming(chain[idx])
 		}
 		switch {
 		case idx < 0:
@@ -211,7 +214,7 @@ func (h *Handler) prelude(ctx context.Context, run *recorder.Run) ([]compact.Eve
 		}
 		recs, err := h.storedEvents(ctx, *run, 0, 0)
 		if errors.Is(err, errEpochChanged) && attempt < maxEpochReads {
-			if *run, err = h.store.Run(ctx, run.ThreadID, run.RunID); err != nil {
+			if *run, err = h.run(ctx, run.ThreadID, run.RunID); err != nil {
 				return nil, pos, nil, err
 			}
 			continue
@@ -279,7 +282,7 @@ func (t *tailing) followThread(ctx context.Context) {
 // load reads run runID of the followed thread into t.runs[0]: on the heap, not in
 // followThread's frame, which stays on the stack while the run is tailed.
 func (t *tailing) load(ctx context.Context, runID string) error {
-	run, err := t.h.store.Run(ctx, t.follow, runID)
+	run, err := t.h.run(ctx, t.follow, runID)
 	if err != nil {
 		return err
 	}
@@ -408,7 +411,7 @@ func (h *Handler) ServeResume(w http.ResponseWriter, r *http.Request, threadID, 
 	// a run compacted at rest in between is read again (its new epoch then answers like any
 	// earlier one).
 	for attempt := 1; ; attempt++ {
-		if run, err = h.store.Run(sctx, th.ID, runID); err != nil {
+		if run, err = h.run(sctx, th.ID, runID); err != nil {
 			writeErr(w, r, h.log, storeErr(err))
 			return
 		}

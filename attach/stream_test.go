@@ -304,7 +304,8 @@ func TestAttachErrors(t *testing.T) {
 	})
 }
 
-// TestStopRun stops a running run: every client sees it end with RUN_ERROR CANCELLED.
+// TestStopRun stops a running run: every client sees it end with its open message closed and
+// RUN_FINISHED outcome cancelled; the run is recorded as cancelled.
 func TestStopRun(t *testing.T) {
 	e := newEnv(t, proxy.Config{})
 	res := e.post(t, t.Context(), runtest.RunBody("stop", "stop-1", "bench", `,"events":2000,"intervalMs":5`), nil)
@@ -329,11 +330,12 @@ func TestStopRun(t *testing.T) {
 	}
 	rest := readEvents(t, res.Body)
 	last := rest[len(rest)-1]
-	if last.typ != agui.RunError || !bytes.Contains(last.data, []byte(`"CANCELLED"`)) {
-		t.Errorf("stream ended with %s", last.data)
+	if last.typ != agui.RunFinished || !bytes.Contains(last.data, []byte(`"outcome":{"type":"cancelled"}`)) ||
+		rest[len(rest)-2].typ != agui.TextMessageEnd {
+		t.Errorf("stream ended with %s then %s, want TEXT_MESSAGE_END then RUN_FINISHED outcome cancelled", rest[len(rest)-2].data, last.data)
 	}
 	r := runtest.WaitRunEnded(t, e.h.Store(), "stop", "stop-1")
-	if r.Status != recorder.StatusError || r.Detail != "CANCELLED" {
+	if r.Status != recorder.StatusCancelled || r.Detail != "" {
 		t.Errorf("run = %+v", r)
 	}
 	sres, _ = http.Post(e.px.URL+"/agui/threads/stop/runs/stop-1/stop", "application/json", nil)

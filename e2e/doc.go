@@ -19,6 +19,14 @@
 //     the proxy builds most checkpoints by folding only the run (long_thread_test.go);
 //     hydrate-check.mjs: a reloaded client's next run reaches the agent with the whole branch
 //     (hydrate_test.go).
+//   - emitted-check.mjs: every event the proxy writes itself, on the run POST, the thread and
+//     run attach and the resumes (a stop's closing events and RUN_FINISHED cancelled
+//     included), passes @ag-ui/core 1.0.0's EventSchemas unchanged and the official client
+//     without a warning, on every store (emitted_test.go).
+//   - tanstack/: the real TanStack AI RunAgentInput server (@tanstack/ai, pinned in its own
+//     package.json), with a scripted model adapter and a gated server tool, whose responses go
+//     on after RUN_FINISHED; the proxy keeps them whole and resumes a client cut inside them
+//     (tanstack_test.go).
 //   - browser/: headless Chromium renders a resumed conversation from EventSource
 //     (browser_test.go), and browser/inspector.mjs checks the thread inspector page on a
 //     branched thread and a live run, with screenshots (inspector_test.go).

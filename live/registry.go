@@ -88,6 +88,14 @@ func (r *Registry) Local(threadID, runID string) *Hub {
 	return r.local[runKey{threadID, runID}]
 }
 
+// Streaming reports whether this process pumps the run and its hub has not ended: the run
+// goes on here even when the store already records its end (a response kept after its
+// RUN_FINISHED, which the store records as the run's end until the response's next one).
+func (r *Registry) Streaming(threadID, runID string) bool {
+	h := r.Local(threadID, runID)
+	return h != nil && !h.ended()
+}
+
 // Subscribe subscribes to the run's events after `after` (see Hub.Subscribe for gapEnd):
 // through the run's hub when this process pumps it, else through the run's shared follower,
 // started if this is its first subscriber. Call release when done (it closes the subscriber).

@@ -212,7 +212,69 @@ type Config struct {
 	// SSE comment to keep intermediaries from closing it. Default DefaultHeartbeatInterval;
 	// negative disables heartbeats.
 	HeartbeatInterval time.Duration
+	// StopEnding is how a run stopped on request (POST .../stop) ends. "" is StopCancelled.
+	StopEnding StopEnding
+	// AfterTerminal is what becomes of the events an agent sends in the same response after
+	// its RUN_FINISHED. "" is AfterTerminalKeep.
+	AfterTerminal AfterTerminal
+	// Lineage is where the proxy writes a run's branch lineage (the run it continues) on the
+	// RUN_STARTED it forwards. "" is LineageParentRunID.
+	Lineage Lineage
 }
+
+// StopEnding is how a run stopped on request ends (Config.StopEnding).
+type StopEnding string
+
+const (
+	// StopCancelled ends a stopped run as AG-UI 1.0 does: the proxy closes what the agent
+	// left open (tool calls, text and reasoning messages, reasoning spans, steps, subagents;
+	// the most recently opened first), then sends RUN_FINISHED with outcome
+	// {"type":"cancelled"}; the run is recorded with status "cancelled".
+	StopCancelled StopEnding = "cancelled"
+	// StopRunError ends a stopped run as before AG-UI 1.0: RUN_ERROR code CANCELLED, with
+	// whatever was open left open; the run is recorded with status "error", detail
+	// CANCELLED. For consumers that validate the older outcome set, such as
+	// @copilotkit/runtime 1.75.0 with its own HttpAgent: its @ag-ui/core 0.0.59 schema knows
+	// only the outcomes "success" and "interrupt", and fails a stream whose RUN_FINISHED says
+	// "cancelled" (the runner of clients/copilotkit translates the ending and needs no such
+	// route).
+	StopRunError StopEnding = "error"
+)
+
+// AfterTerminal is what becomes of the events an agent sends after RUN_FINISHED in the same
+// response (Config.AfterTerminal).
+type AfterTerminal string
+
+const (
+	// AfterTerminalKeep keeps a response that goes on after its RUN_FINISHED whole, as one
+	// run: every event is forwarded as sent and recorded, and the run ends at the response's
+	// last terminal event (TanStack AI answers a server-tool turn with RUN_FINISHED after
+	// each model call, and its own client reads on). Events after a RUN_ERROR are refused
+	// either way.
+	AfterTerminalKeep AfterTerminal = "keep"
+	// AfterTerminalRefuse ends the run at its first terminal event: what follows is neither
+	// forwarded nor recorded (counted in agui_proxy_upstream_irregular_events_total and
+	// logged), the behaviour before continuations were kept.
+	AfterTerminalRefuse AfterTerminal = "refuse"
+)
+
+// Lineage is where a run's branch lineage goes (Config.Lineage).
+type Lineage string
+
+const (
+	// LineageParentRunID writes the run a run continues into RUN_STARTED.parentRunId when the
+	// agent's RUN_STARTED has none (the serialization design's lineage).
+	LineageParentRunID Lineage = "parentRunId"
+	// LineageMetadata writes it into RUN_STARTED.metadata under MetadataKey, as
+	// {"parentRunId": ...}, and leaves parentRunId to the agent: AG-UI 1.0 documents
+	// parentRunId as the run that spawned this one (an agent invoking another agent), and a
+	// 1.0 UI that nests spawned runs would otherwise nest every turn under the one before.
+	LineageMetadata Lineage = "metadata"
+)
+
+// MetadataKey is the member of an event's metadata the proxy writes its annotations under
+// (never "ag-ui", which the protocol reserves).
+const MetadataKey = "agui-proxy"
 
 // withDefaults returns c with zero values replaced and validates it.
 func (c Config) withDefaults() (Config, error) {
@@ -281,6 +343,27 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	switch c.StopEnding {
+	case "":
+		c.StopEnding = StopCancelled
+	case StopCancelled, StopRunError:
+	default:
+		errs = append(errs, fmt.Errorf("StopEnding %q is not %q or %q", c.StopEnding, StopCancelled, StopRunError))
+	}
+	switch c.AfterTerminal {
+	case "":
+		c.AfterTerminal = AfterTerminalKeep
+	case AfterTerminalKeep, AfterTerminalRefuse:
+	default:
+		errs = append(errs, fmt.Errorf("AfterTerminal %q is not %q or %q", c.AfterTerminal, AfterTerminalKeep, AfterTerminalRefuse))
+	}
+	switch c.Lineage {
+	case "":
+		c.Lineage = LineageParentRunID
+	case LineageParentRunID, LineageMetadata:
+	default:
+		errs = append(errs, fmt.Errorf("Lineage %q is not %q or %q", c.Lineage, LineageParentRunID, LineageMetadata))
 	}
 	for name, v := range map[string]int64{"MaxBodyBytes": c.MaxBodyBytes, "MaxEventBytes": int64(c.MaxEventBytes),
 		"MaxRunDuration": int64(c.MaxRunDuration), "UpstreamHeaderTimeout": int64(c.UpstreamHeaderTimeout), "StoreTimeout": int64(c.StoreTimeout),

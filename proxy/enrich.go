@@ -9,7 +9,8 @@ import (
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
 
-// enrichRunStarted adds "parentRunId" and "input" to the upstream's RUN_STARTED when it lacks
+// enrichRunStarted adds "parentRunId" (with LineageMetadata: metadata["agui-proxy"].parentRunId,
+// leaving parentRunId to the agent) and "input" to the upstream's RUN_STARTED when it lacks
 // them (an upstream value is never overwritten). The upstream's bytes are kept as they are: the
 // members are appended before the closing brace, so unknown fields survive byte for byte.
 func (r *run) enrichRunStarted(data []byte) []byte {
@@ -24,22 +25,102 @@ func (r *run) enrichRunStarted(data []byte) []byte {
 	}
 	_, hasParent := members["parentRunId"]
 	_, hasInput := members["input"]
-	addParent := r.parent != "" && !hasParent
+	inMetadata := r.h.cfg.Lineage == LineageMetadata
+	addParent := r.parent != "" && !hasParent && !inMetadata
+	if inMetadata && r.parent != "" {
+		if meta, ok := members["metadata"]; ok {
+			data = r.withMetadataLineage(data, meta)
+		} else {
+			addParent = true // appended below, as metadata
+		}
+	}
 	if !addParent && hasInput {
 		return data
 	}
 	body := bytes.TrimRight(data, " \t\r\n")
-	out := make([]byte, 0, len(body)+len(r.inputJSON)+len(r.parent)+32)
+	out := make([]byte, 0, len(body)+len(r.inputJSON)+len(r.parent)+48)
 	out = append(out, body[:len(body)-1]...) // without '}'
 	if addParent {
-		out = append(out, `,"parentRunId":`...)
-		out = appendJSONString(out, r.parent)
+		out = r.appendLineage(out)
 	}
 	if !hasInput {
 		out = append(out, `,"input":`...)
 		out = append(out, r.inputJSON...)
 	}
 	return append(out, '}')
+}
+
+// appendLineage appends the run's lineage member to a RUN_STARTED being built:
+// ,"parentRunId":"<parent>" or, with LineageMetadata,
+// ,"metadata":{"agui-proxy":{"parentRunId":"<parent>"}}.
+func (r *run) appendLineage(out []byte) []byte {
+	if r.h.cfg.Lineage != LineageMetadata {
+		out = append(out, `,"parentRunId":`...)
+		return appendJSONString(out, r.parent)
+	}
+	out = append(out, `,"metadata":{`...)
+	out = r.appendLineageEntry(out)
+	return append(out, '}')
+}
+
+// appendLineageEntry appends "agui-proxy":{"parentRunId":"<parent>"}.
+func (r *run) appendLineageEntry(out []byte) []byte {
+	out = appendJSONString(out, MetadataKey)
+	out = append(out, `:{"parentRunId":`...)
+	out = appendJSONString(out, r.parent)
+	return append(out, '}')
+}
+
+// withMetadataLineage returns the agent's RUN_STARTED (data) with the run's lineage added to
+// its metadata object (meta, as the agent sent it) under MetadataKey, the agent's bytes kept
+// around it. Metadata that is not an object, or that already has MetadataKey, is left as it
+// is (an agent's value is never overwritten), with a warning for the first.
+func (r *run) withMetadataLineage(data []byte, meta json.RawMessage) []byte {
+	var entries map[string]json.RawMessage
+	if json.Unmarshal(meta, &entries) != nil || entries == nil {
+		r.h.log.LogAttrs(r.ctx, slog.LevelWarn, "the agent's RUN_STARTED metadata is not an object; the run's lineage is not added to it",
+			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID))
+		return data
+	}
+	if _, ok := entries[MetadataKey]; ok {
+		return data
+	}
+	at := metadataObjectStart(data)
+	if at < 0 {
+		return data
+	}
+	out := make([]byte, 0, len(data)+len(r.parent)+48)
+	out = append(out, data[:at+1]...)
+	out = r.appendLineageEntry(out)
+	if len(entries) > 0 {
+		out = append(out, ',')
+	}
+	return append(out, data[at+1:]...)
+}
+
+// metadataObjectStart returns the offset of the '{' that opens the value of data's top-level
+// "metadata" member (the last one, as JSON.parse reads duplicates), or -1.
+func metadataObjectStart(data []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return -1
+	}
+	at := -1
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return -1
+		}
+		start := dec.InputOffset() // after the key: the colon and the value follow
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return -1
+		}
+		if key == "metadata" {
+			at = int(start) + bytes.IndexByte(data[start:], '{')
+		}
+	}
+	return at
 }
 
 // synthesizedRunStarted is the RUN_STARTED the proxy sends when the upstream's first event is
@@ -50,8 +131,7 @@ func (r *run) synthesizedRunStarted() []byte {
 	out = append(out, `,"runId":`...)
 	out = appendJSONString(out, r.meta.RunID)
 	if r.parent != "" {
-		out = append(out, `,"parentRunId":`...)
-		out = appendJSONString(out, r.parent)
+		out = r.appendLineage(out)
 	}
 	out = append(out, `,"input":`...)
 	out = append(out, r.inputJSON...)

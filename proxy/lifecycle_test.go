@@ -138,7 +138,8 @@ func TestUpstreamIdleWatchdog(t *testing.T) {
 // TestCheckpointBeforeTerminal: a run's checkpoint is stored before its terminal event reaches
 // the client, so the client's next run start finds it (one small read) instead of computing
 // the branch. The agent keeps its stream open after RUN_FINISHED: the pump has not ended the
-// run when the client's stream ends, so only a checkpoint written before the terminal event
+// run when the client has read RUN_FINISHED (the client's stream stays open with the agent's,
+// which may go on: AfterTerminalKeep), so only a checkpoint written before the terminal event
 // can be there. The next run, sending the whole conversation, gets RUN_STARTED.input with
 // only its new message.
 func TestCheckpointBeforeTerminal(t *testing.T) {
@@ -162,16 +163,21 @@ func TestCheckpointBeforeTerminal(t *testing.T) {
 	})
 	h, px := startProxy(t, agent.URL, Config{})
 	res := runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r1","messages":[{"id":"u1","role":"user","content":"hello"}]}`, nil)
-	frames, err := readFrames(t, res.Body)
-	res.Body.Close()
-	if err != nil || len(frames) == 0 || dataFrames(frames)[len(dataFrames(frames))-1].eventType() != agui.RunFinished {
-		t.Fatalf("run r1: %d frames, %v", len(frames), err)
+	for rd := sse.NewReader(res.Body, sse.Limits{}); ; {
+		f, err := rd.Next()
+		if err != nil {
+			t.Fatalf("run r1's stream ended before RUN_FINISHED: %v", err)
+		}
+		if typ, _ := agui.EventType(f.Data); typ == agui.RunFinished {
+			break
+		}
 	}
+	res.Body.Close()
 	if _, err := h.Store().Checkpoint(t.Context(), "t", "r1"); err != nil {
 		t.Fatalf("checkpoint of r1 when the client read RUN_FINISHED: %v", err)
 	}
 	res = runtest.PostRun(t, t.Context(), px.URL, `{"threadId":"t","runId":"r2","messages":[{"id":"u1","role":"user","content":"hello"},{"id":"a-r1","role":"assistant","content":"hi"},{"id":"u2","role":"user","content":"again"}]}`, nil)
-	frames, err = readFrames(t, res.Body)
+	frames, err := readFrames(t, res.Body)
 	res.Body.Close()
 	if err != nil || len(frames) == 0 {
 		t.Fatalf("run r2: %v", err)

@@ -25,6 +25,7 @@ type metrics struct {
 	threadsDeleted prometheus.Counter
 	threadsListed  prometheus.Counter
 	hydrated       *prometheus.CounterVec // by what: messages, state
+	irregular      *prometheus.CounterVec // by kind (irregularKinds)
 }
 
 // knownEventTypes bounds the event_type label: agent-chosen unknown types count as "OTHER".
@@ -45,7 +46,7 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 	const ns = "agui_proxy"
 	m := &metrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runs_total",
-			Help: "Runs that ended, by outcome (finished, error, interrupted, or the RUN_ERROR code the proxy appended)."}, []string{"outcome"}),
+			Help: "Runs that ended, by outcome (finished, error, interrupted, cancelled, or the RUN_ERROR code the proxy appended)."}, []string{"outcome"}),
 		eventsIn: map[string]prometheus.Counter{},
 		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_bytes_total",
 			Help: "Bytes of run streams read from agents."}),
@@ -67,6 +68,8 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 			Help: "Threads returned by thread listings and bulk exports (index entries read)."}),
 		hydrated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hydrated_runs_total",
 			Help: "Run requests whose messages or state the proxy rebuilt from the stored branch (AGUI_HYDRATE), by what."}, []string{"what"}),
+		irregular: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_irregular_events_total",
+			Help: "Events of agents' responses that bend a run's lifecycle, by kind: kept_after_finished (AGUI_AFTER_TERMINAL=keep), refused_after_finished (refuse), refused_after_error, run_started_again, run_started_other_run."}, []string{"kind"}),
 	}
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_events_total",
 		Help: "Events read from agents, by AG-UI type (OTHER for types the protocol does not define)."}, []string{"event_type"})
@@ -77,7 +80,7 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 	w := h.writer
 	reg.MustRegister(panics.Collectors()...)
 	reg.MustRegister(m.runs, events, m.bytesIn, m.eventsOut, m.bytesOut, m.clientsDropped, m.attached, m.resumes, m.prelude,
-		m.threadsDeleted, m.threadsListed, m.hydrated,
+		m.threadsDeleted, m.threadsListed, m.hydrated, m.irregular,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "active_runs", Help: "Runs this process is pumping."},
 			func() float64 { return float64(h.runs.live.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "recorder_queue_depth", Help: "Events waiting to be stored."},
@@ -126,6 +129,12 @@ func (m *metrics) eventIn(typ string, n int) {
 		m.eventsInOther.Inc()
 	}
 	m.bytesIn.Add(float64(n))
+}
+
+func (m *metrics) irregularEvent(kind string) {
+	if m != nil {
+		m.irregular.WithLabelValues(kind).Inc()
+	}
 }
 
 func (m *metrics) runEnded(outcome string) {

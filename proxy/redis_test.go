@@ -249,7 +249,8 @@ func postStop(t *testing.T, base, threadID, runID string) {
 
 // TestRedisStopFromOtherReplica: a stop posted to replica B for a run that replica A pumps is
 // carried by A's lease renewals (one batched renewal for all of A's runs on Redis), and A's
-// client sees the run end with RUN_ERROR CANCELLED while its other run goes on.
+// client sees the run end as cancelled (its open message closed, RUN_FINISHED outcome
+// cancelled) while its other run goes on.
 func TestRedisStopFromOtherReplica(t *testing.T) {
 	store := newRedisStore(t, redistest.Start(t))
 	agent := startStepAgent(t)
@@ -266,12 +267,12 @@ func TestRedisStopFromOtherReplica(t *testing.T) {
 	defer other.Body.Close()
 	waitRun(t, store, "t-stop", "r-stop")
 	postStop(t, pxB.URL, "t-stop", "r-stop")
-	b, _ := io.ReadAll(stopped.Body)
-	if !strings.Contains(string(b), `"RUN_ERROR"`) || !strings.Contains(string(b), "CANCELLED") {
-		t.Fatalf("the stopped run's stream ended without RUN_ERROR CANCELLED:\n%s", b)
+	fs, _ := readFrames(t, stopped.Body)
+	if got := lastTypes(dataFrames(fs), 2); got != "TEXT_MESSAGE_END RUN_FINISHED" || !isCancelled(dataFrames(fs)) {
+		t.Fatalf("the stopped run's stream ended with %s, want TEXT_MESSAGE_END then RUN_FINISHED outcome cancelled", got)
 	}
-	if r := runtest.WaitRunEnded(t, store, "t-stop", "r-stop"); r.Detail != "CANCELLED" {
-		t.Errorf("stopped run = %s %s, want error CANCELLED", r.Status, r.Detail)
+	if r := runtest.WaitRunEnded(t, store, "t-stop", "r-stop"); r.Status != recorder.StatusCancelled || r.Detail != "" {
+		t.Errorf("stopped run = %s %q, want cancelled", r.Status, r.Detail)
 	}
 	if r, err := store.Run(t.Context(), "t-go-on", "r-go-on"); err != nil || r.Status != recorder.StatusRunning || r.Node != "node-a" {
 		t.Errorf("the other run = %+v, %v, want still running on node-a", r, err)
@@ -352,10 +353,10 @@ func TestRedisStreamingRunLeasedByAppends(t *testing.T) {
 			}
 		}
 	}()
-	b, _ := io.ReadAll(resA.Body)
+	fs, _ := readFrames(t, resA.Body)
 	cancel()
-	if !strings.Contains(string(b), "CANCELLED") {
-		t.Fatalf("the stopped run's stream ended without RUN_ERROR CANCELLED:\n%s", b)
+	if !isCancelled(dataFrames(fs)) {
+		t.Fatalf("the stopped run's stream ended with %s, want RUN_FINISHED outcome cancelled", lastTypes(dataFrames(fs), 2))
 	}
 	if n := store.count("r-a"); n > renewedBefore+1 {
 		t.Errorf("the stop took %d lease-loop renewals of the streaming run to arrive, want it carried by an append", n-renewedBefore)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -92,7 +93,14 @@ type run struct {
 	// terminalFrame is the terminal event's frame while settle records the run's end, before
 	// the event is published (pump goroutine only).
 	terminalFrame []byte
-	refused       int // data frames the agent sent after the terminal event (not forwarded)
+	// irregular counts, by kind (irregularKinds), the events of the agent's response that
+	// bend the run's lifecycle; logged once when the run ends (nil until one came).
+	irregular map[string]int
+	// continued: the agent sent events after a RUN_FINISHED the run kept (AfterTerminalKeep).
+	continued bool
+	// open is what the agent's stream opened and did not close yet, for a stop to close
+	// (pump goroutine only).
+	open openStreams
 	// status and detail are how the run ended, once it did; settled is the seq its end was
 	// recorded through (0: not yet).
 	status  recorder.RunStatus
@@ -293,19 +301,34 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 			}
 		}
 		if r.terminal != "" {
-			// The run ended at its terminal event: what the agent sends after it is refused
-			// (neither forwarded nor recorded), so the live stream, every replay and the
-			// runs tree tell the same story. Counted and logged when the run ends.
-			r.refused++
-			continue
+			if r.terminal == agui.RunError || h.cfg.AfterTerminal != AfterTerminalKeep {
+				// The run ended at its terminal event: what the agent sends after it is
+				// refused (neither forwarded nor recorded), so the live stream, every replay
+				// and the runs tree tell the same story. Counted and logged when the run ends.
+				if r.terminal == agui.RunError {
+					r.noteIrregular(IrregularRefusedAfterError)
+				} else {
+					r.noteIrregular(IrregularRefusedAfterFinished)
+				}
+				continue
+			}
+			// A response that goes on after its RUN_FINISHED (TanStack AI, after each model
+			// call) is kept whole as one run: forwarded as sent and recorded, the run ending
+			// at the response's last terminal event.
+			r.continued = true
+			r.noteIrregular(IrregularKeptAfterFinished)
+		}
+		if typ == agui.RunStarted { // not the run's first event (above)
+			r.noteRunStartedAgain(f.Data)
 		}
 		if !ok {
 			h.log.LogAttrs(r.ctx, slog.LevelWarn, "recording a frame whose data is not a JSON event",
 				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Int64("seq", r.seq+1))
 		}
+		r.open.observe(typ, f.Data)
 		r.seq++
 		out := f.AppendWithID(make([]byte, 0, len(f.Raw)+len(r.meta.RunID)+32), r.cursor())
-		terminal := agui.IsTerminal(typ) && r.terminal == ""
+		terminal := agui.IsTerminal(typ) // (r.terminal is "" here, or the run goes on after it)
 		// later: the clients first, then the recorder (which never fails then), so a client
 		// that keeps up is written before the recorder's bookkeeping and its writer's wake-up.
 		later := !terminal && r.recordsLater()
@@ -324,7 +347,9 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 			r.settle()
 			r.publish(live.Event{Seq: r.seq, Type: typ, Frame: out})
 			r.terminalFrame = nil
-			r.hub.End() // the clients' streams end with the terminal event
+			if typ == agui.RunError || h.cfg.AfterTerminal != AfterTerminalKeep {
+				r.hub.End() // the clients' streams end with the terminal event
+			} // else with the agent's response: it may go on (end ends the hub)
 			continue
 		}
 		// More: the next frame is already read, so a client's connection gets both in one
@@ -365,28 +390,42 @@ func (r *run) end(readErr error) {
 		r.publish(live.Event{Seq: r.seq, Type: r.terminal, Frame: r.terminalFrame})
 		r.terminalFrame = nil
 	}
-	if r.terminal == "" {
+	if r.terminal == "" || (r.continued && r.settled != r.seq) {
+		// No terminal event, or events after the last one the response went on after (a
+		// continuation cut short: stopped, or the agent gone): the run ends as any run that
+		// the agent did not end.
 		code, msg := r.endCause(readErr)
 		r.final = true // from here on, events are published even if the store does not answer
 		if !r.started {
 			r.started = true
 			r.emitData(agui.RunStarted, r.synthesizedRunStarted())
 		}
-		r.terminal, r.status, r.detail = agui.RunError, thread.StatusFor(code), code
-		r.emitData(agui.RunError, thread.RunError(code, msg))
+		if code == CodeCancelled && h.cfg.StopEnding == StopCancelled {
+			r.endCancelled()
+		} else {
+			r.terminal, r.status, r.detail = agui.RunError, thread.StatusFor(code), code
+			r.emitData(agui.RunError, thread.RunError(code, msg))
+		}
 		h.log.LogAttrs(context.Background(), slog.LevelWarn, "run ended without a terminal event from the agent",
 			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 			slog.String("code", code), slog.Any("err", readErr))
 	}
-	if r.refused > 0 {
-		h.log.LogAttrs(context.Background(), slog.LevelWarn, "refused events the agent sent after the run's terminal event",
-			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
-			slog.String("terminal", r.terminal), slog.Int("refused", r.refused))
+	for _, kind := range irregularKinds {
+		if n := r.irregular[kind]; n > 0 {
+			h.log.LogAttrs(context.Background(), slog.LevelWarn, irregularLog[kind],
+				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
+				slog.String("kind", kind), slog.Int("events", n), slog.String("terminal", r.terminal))
+		}
 	}
 	status, detail := r.status, r.detail
-	if r.settled != r.seq {
-		// Frames after the terminal event (or a settle that never happened): record the end
-		// again so the run's last seq is right.
+	switch {
+	case r.settled != r.seq && r.continued:
+		// Events kept after the last terminal event: the run ends at the response's end,
+		// recorded (and checkpointed) again through its last seq.
+		r.settle()
+	case r.settled != r.seq:
+		// A settle that never happened (a panic): record the end so the run's last seq is
+		// right.
 		r.rec.Finish(status, detail, r.seq)
 	}
 	outcome := string(status)
@@ -401,6 +440,73 @@ func (r *run) end(readErr error) {
 	h.log.LogAttrs(context.Background(), slog.LevelInfo, "run ended",
 		slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 		slog.String("status", string(status)), slog.Int64("events", r.seq))
+}
+
+// Kinds of irregular events in an agent's response (the kind label of
+// agui_proxy_upstream_irregular_events_total; each is also logged once per run).
+const (
+	// IrregularKeptAfterFinished: an event after RUN_FINISHED, kept (AfterTerminalKeep).
+	IrregularKeptAfterFinished = "kept_after_finished"
+	// IrregularRefusedAfterFinished: an event after RUN_FINISHED, neither forwarded nor
+	// recorded (AfterTerminalRefuse).
+	IrregularRefusedAfterFinished = "refused_after_finished"
+	// IrregularRefusedAfterError: an event after RUN_ERROR, neither forwarded nor recorded
+	// (whatever AfterTerminal says: the run failed).
+	IrregularRefusedAfterError = "refused_after_error"
+	// IrregularRunStartedAgain: a RUN_STARTED with the run's own id that is not the run's
+	// first event, forwarded and recorded as sent.
+	IrregularRunStartedAgain = "run_started_again"
+	// IrregularRunStartedOther: a RUN_STARTED naming another run id that is not the run's
+	// first event (after its RUN_FINISHED, kept), forwarded and recorded as sent, in this run.
+	IrregularRunStartedOther = "run_started_other_run"
+)
+
+// irregularKinds lists every kind, in the order the end of a run logs them.
+var irregularKinds = []string{IrregularKeptAfterFinished, IrregularRefusedAfterFinished, IrregularRefusedAfterError,
+	IrregularRunStartedAgain, IrregularRunStartedOther}
+
+// irregularLog is the message of each kind's log line.
+var irregularLog = map[string]string{
+	IrregularKeptAfterFinished:    "kept the events the agent sent after RUN_FINISHED in the same response (one run, ending at the response's last terminal event)",
+	IrregularRefusedAfterFinished: "refused events the agent sent after the run's terminal event",
+	IrregularRefusedAfterError:    "refused events the agent sent after the run's terminal event",
+	IrregularRunStartedAgain:      "the agent sent RUN_STARTED again for the same run; forwarded and recorded as sent",
+	IrregularRunStartedOther:      "the agent sent RUN_STARTED for another run id in the same response; forwarded and recorded as sent, in this run",
+}
+
+// noteIrregular counts an irregular event of kind.
+func (r *run) noteIrregular(kind string) {
+	if r.irregular == nil {
+		r.irregular = map[string]int{}
+	}
+	r.irregular[kind]++
+	r.h.metrics.irregularEvent(kind)
+}
+
+// noteRunStartedAgain counts a RUN_STARTED that is not the run's first event (data is its
+// JSON) by the run id it names.
+func (r *run) noteRunStartedAgain(data []byte) {
+	var ev struct {
+		RunID string `json:"runId"`
+	}
+	json.Unmarshal(data, &ev)
+	if ev.RunID == r.meta.RunID {
+		r.noteIrregular(IrregularRunStartedAgain)
+	} else {
+		r.noteIrregular(IrregularRunStartedOther)
+	}
+}
+
+// endCancelled ends a run stopped on request as AG-UI 1.0 ends a cancelled run: an event
+// closing each thing the agent left open, the most recently opened first, then RUN_FINISHED
+// with outcome cancelled; the run is recorded as cancelled.
+func (r *run) endCancelled() {
+	for _, data := range r.open.closing() {
+		typ, _ := agui.EventType(data)
+		r.emitData(typ, data)
+	}
+	r.terminal, r.status, r.detail = agui.RunFinished, recorder.StatusCancelled, ""
+	r.emitData(agui.RunFinished, thread.RunFinishedCancelled(recorder.ThreadIDOf(r.meta.ThreadID), r.meta.RunID))
 }
 
 // endCause classifies why the upstream stream ended without a terminal event.
@@ -498,6 +604,7 @@ func (r *run) storedThrough() int64 {
 func (r *run) settle() {
 	r.flushHeld()
 	r.settled = r.seq
+	r.checkpointed = false // (a run kept after its RUN_FINISHED settles again)
 	if r.detail == CodeStorageUnavailable {
 		r.rec.Finish(r.status, r.detail, r.seq)
 		return

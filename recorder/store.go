@@ -41,6 +41,7 @@ const (
 	StatusFinished    RunStatus = "finished"
 	StatusError       RunStatus = "error"
 	StatusInterrupted RunStatus = "interrupted" // its recording replica stopped before the end
+	StatusCancelled   RunStatus = "cancelled"   // stopped on request, ended with RUN_FINISHED outcome cancelled
 )
 
 // Run is the metadata of one recorded run.

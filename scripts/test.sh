@@ -28,6 +28,10 @@ fi
 if [ ! -d e2e/browser/node_modules/playwright-core ] || [ ! -d e2e/browser/node_modules/esbuild ]; then
   (cd e2e/browser && npm ci --no-audit --no-fund)
 fi
+if [ ! -f e2e/tanstack/node_modules/.package-lock.json ] ||
+  [ e2e/tanstack/package-lock.json -nt e2e/tanstack/node_modules/.package-lock.json ]; then
+  (cd e2e/tanstack && npm ci --no-audit --no-fund --ignore-scripts)
+fi
 # --ignore-scripts: nothing in clients/ needs an install script (esbuild and typescript find
 # their platform binaries in their optional dependencies), and one (an analytics ping) would
 # reach beyond the package registry.

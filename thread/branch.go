@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/compact"
 	"github.com/agui-proxy/agui-proxy/recorder"
 	"github.com/agui-proxy/agui-proxy/sse"
@@ -76,7 +77,27 @@ func ParseRecords(recs []recorder.Event, upTo int64) ([]compact.Event, int) {
 			events = append(events, ev)
 		}
 	}
-	return events, n
+	return withoutContinuedFinishes(events), n
+}
+
+// withoutContinuedFinishes leaves out of a run's events each RUN_FINISHED that the run goes
+// on after (an event follows that is neither RUN_STARTED nor RUN_ERROR): a response kept
+// whole after its RUN_FINISHED (TanStack AI's server-tool turn, proxy.AfterTerminalKeep) is
+// one run to the thread, whose messages are what the agent's own client shows, and the
+// official client's rules (which compaction follows) would refuse what comes after a
+// RUN_FINISHED. Its recorded events keep it: the run attach, resumes from an event id and
+// exports send it as the agent did. events is changed in place.
+func withoutContinuedFinishes(events []compact.Event) []compact.Event {
+	out := events[:0]
+	for i, e := range events {
+		if e.Type == agui.RunFinished && i+1 < len(events) {
+			if next := events[i+1].Type; next != agui.RunStarted && next != agui.RunError {
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // parseRecord decodes a recorded frame into an event; false for a frame that is not a JSON

@@ -22,7 +22,7 @@ const (
 	CodeRunTooLarge          = "RUN_TOO_LARGE"         // the run's events passed the limit of a run's bytes
 	CodeInterrupted          = "INTERRUPTED"           // the proxy pumping it shut down or died
 	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"   // sync durability: the store did not answer
-	CodeCancelled            = "CANCELLED"             // POST .../stop
+	CodeCancelled            = "CANCELLED"             // POST .../stop, with the ending before AG-UI 1.0
 	CodeInternal             = "INTERNAL"              // the proxy failed (a recovered panic); its log has the stack
 )
 
@@ -34,6 +34,18 @@ func RunError(code, message string) []byte {
 	out = append(out, `,"code":`...)
 	out = appendJSONString(out, code)
 	return append(out, '}')
+}
+
+// RunFinishedCancelled returns the data of the RUN_FINISHED event that ends a run stopped on
+// request, as AG-UI 1.0 ends a cancelled run:
+// {"type":"RUN_FINISHED","threadId":...,"runId":...,"outcome":{"type":"cancelled"}}.
+// threadID is the client's thread id (not the store key).
+func RunFinishedCancelled(threadID, runID string) []byte {
+	out := []byte(`{"type":"RUN_FINISHED","threadId":`)
+	out = appendJSONString(out, threadID)
+	out = append(out, `,"runId":`...)
+	out = appendJSONString(out, runID)
+	return append(out, `,"outcome":{"type":"cancelled"}}`...)
 }
 
 // StatusFor is the status a run ended by the proxy with code is recorded with.

@@ -181,7 +181,7 @@ func (k *KeptEvents) events() ([]compact.Event, []byte) {
 			events = append(events, ev)
 		}
 	}
-	return events, buf
+	return withoutContinuedFinishes(events), buf
 }
 
 // unalias gives every event of events whose bytes are in buf bytes of its own, so that what

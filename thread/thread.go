@@ -266,7 +266,8 @@ func (s *Service) Pumping(threadID, runID string, cancel func()) (hub *live.Hub,
 	}
 }
 
-// Stop asks a running run to end with RUN_ERROR code CANCELLED: directly when this process
+// Stop asks a running run to end as stopped (its pump ends it as its route's StopEnding
+// says: RUN_FINISHED outcome cancelled, or RUN_ERROR code CANCELLED): directly when this process
 // pumps it, else through the store (the pumping replica's lease renewal sees the request).
 // Errors: problem.ErrRunNotRunning, problem.ErrStoreUnavailable.
 func (s *Service) Stop(ctx context.Context, run recorder.Run) error {

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +72,9 @@ type config struct {
 	Heartbeat             time.Duration `env:"AGUI_HEARTBEAT" envDefault:"15s" doc:"silence after which a client stream gets an SSE comment; negative disables" group:"Runs and limits" help:"silence after which a stream gets a comment"`
 	AllowConcurrentRuns   bool          `env:"AGUI_ALLOW_CONCURRENT_RUNS" envDefault:"false" doc:"allow a new run on a thread whose latest run is still running (default: 409 ThreadBusy)" group:"Runs and limits" help:"allow a run while the thread's last one runs"`
 	Hydrate               string        `env:"AGUI_HYDRATE" envDefault:"missing" doc:"off: the agent gets the request as sent; missing: when a run continuing a thread lacks messages the branch holds (a reload, a second device), the agent gets the branch's messages, then the new ones, and the branch's state if the request's is empty; always: messages and state rebuilt from the store for every run" group:"Runs and limits" help:"off, missing or always: send the agent the history"`
+	StopEnding            string        `env:"AGUI_STOP_ENDING" envDefault:"cancelled" doc:"how a run stopped on request (POST .../stop) ends: cancelled closes what the agent left open and sends RUN_FINISHED with outcome cancelled (AG-UI 1.0; the run's status is cancelled); error sends RUN_ERROR code CANCELLED (before 1.0), for consumers that validate the older outcome set, such as @copilotkit/runtime 1.75.0. Per route: /agents/a=error,cancelled (a route named by its AGUI_ROUTES prefix or AGUI_ROUTE; an item without a route is the others' value)" group:"Runs and limits" help:"a stop's ending: cancelled (1.0) or error"`
+	AfterTerminal         string        `env:"AGUI_AFTER_TERMINAL" envDefault:"keep" doc:"events an agent sends after RUN_FINISHED in the same response (TanStack AI does, after each model call): keep forwards and records them as sent, one run ending at the response's last terminal event; refuse ends the run at its first terminal event and drops what follows (counted and logged). Events after a RUN_ERROR are refused either way. Per route as AGUI_STOP_ENDING" group:"Runs and limits" help:"events after RUN_FINISHED: keep or refuse"`
+	Lineage               string        `env:"AGUI_LINEAGE" envDefault:"parentRunId" doc:"where RUN_STARTED gets the run's branch lineage (the run it continues): parentRunId fills RUN_STARTED.parentRunId when the agent's has none; metadata writes it to RUN_STARTED.metadata[\"agui-proxy\"].parentRunId and leaves parentRunId to the agent (AG-UI 1.0: the run that spawned this one). Per route as AGUI_STOP_ENDING" group:"Runs and limits" help:"lineage in parentRunId or metadata"`
 	MaxImportBytes        int64         `env:"AGUI_MAX_IMPORT_BYTES" envDefault:"67108864" doc:"largest thread import document (413 above)" group:"Runs and limits" help:"largest thread import document"`
 	LeaseInterval         time.Duration `env:"AGUI_LEASE_INTERVAL" envDefault:"2s" doc:"how often a replica renews the lease of each run it pumps; another replica ends a run as interrupted once its lease (3 intervals) expired more than one interval ago" group:"Runs and limits" help:"lease renewal of each run a replica pumps"`
 
@@ -151,6 +157,11 @@ func (c config) validate() error {
 	if c.Durability != "async" && c.Durability != "sync" {
 		errs = append(errs, fmt.Errorf("AGUI_DURABILITY %q is not async or sync", c.Durability))
 	}
+	if _, err := c.routes(); err == nil {
+		if _, err := c.routeSettings(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if _, err := c.trustedProxies(); err != nil {
 		errs = append(errs, err)
 	}
@@ -203,6 +214,73 @@ func (c config) validate() error {
 		errs = append(errs, fmt.Errorf("AGUI_REDIS_PREFIX %q must be non-empty without braces or spaces", c.RedisPrefix))
 	}
 	return errors.Join(errs...)
+}
+
+// perRoute parses a setting that may differ per route: a comma-separated list of items,
+// each a value (for every route the list does not name) or route=value, where route is an
+// AGUI_ROUTES prefix, or AGUI_ROUTE's name without AGUI_ROUTES. It returns each route's value
+// by route name; def is the value of routes nothing names.
+func (c config) perRoute(name, setting, def string, allowed ...string) (map[string]string, error) {
+	routes, err := c.routes()
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{}
+	for _, rt := range routes {
+		known[rt.name] = true
+	}
+	named := map[string]string{}
+	for item := range strings.SplitSeq(setting, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		key, value, hasKey := strings.Cut(item, "=")
+		key, value = strings.TrimRight(strings.TrimSpace(key), "/"), strings.TrimSpace(value)
+		if !hasKey {
+			key, value = "", strings.TrimSpace(item)
+		}
+		if !slices.Contains(allowed, value) {
+			return nil, fmt.Errorf("%s: %q is not one of %s", name, value, strings.Join(allowed, ", "))
+		}
+		if key != "" && !known[key] {
+			return nil, fmt.Errorf("%s: %q names no route (the routes: %s)", name, key, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+		}
+		if _, dup := named[key]; dup {
+			return nil, fmt.Errorf("%s: %q is given twice", name, cmp.Or(key, "the value for every route"))
+		}
+		named[key] = value
+	}
+	if v, ok := named[""]; ok {
+		def = v
+	}
+	out := map[string]string{}
+	for rt := range known {
+		out[rt] = def
+		if v, ok := named[rt]; ok {
+			out[rt] = v
+		}
+	}
+	return out, nil
+}
+
+// routeSettings are the settings of one route that may differ per route.
+type routeSettings struct {
+	stopEnding, afterTerminal, lineage string
+}
+
+// routeSettings returns each route's settings by route name.
+func (c config) routeSettings() (map[string]routeSettings, error) {
+	stop, err1 := c.perRoute("AGUI_STOP_ENDING", c.StopEnding, "cancelled", "cancelled", "error")
+	after, err2 := c.perRoute("AGUI_AFTER_TERMINAL", c.AfterTerminal, "keep", "keep", "refuse")
+	lineage, err3 := c.perRoute("AGUI_LINEAGE", c.Lineage, "parentRunId", "parentRunId", "metadata")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, err
+	}
+	out := map[string]routeSettings{}
+	for rt := range stop {
+		out[rt] = routeSettings{stopEnding: stop[rt], afterTerminal: after[rt], lineage: lineage[rt]}
+	}
+	return out, nil
 }
 
 // checkListen checks that a listen address is host:port (the host may be empty: every

@@ -177,7 +177,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 	}
 	// One proxy.Handler per route, all recording into the one store. A route is a "room":
 	// it has its own namespace of thread ids (recorder.ThreadKey).
-	routeList, _ := cfg.routes() // validated
+	routeList, _ := cfg.routes()       // validated
+	perRoute, _ := cfg.routeSettings() // validated
 	var fl fleet
 	for _, rt := range routeList {
 		pcfg := proxy.Config{
@@ -217,6 +218,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			StoreTimeout:          cfg.StoreTimeout,
 			AnonymousPassthrough:  cfg.RequireIdentity == "false",
 			HeartbeatInterval:     cfg.Heartbeat,
+			StopEnding:            proxy.StopEnding(perRoute[rt.name].stopEnding),
+			AfterTerminal:         proxy.AfterTerminal(perRoute[rt.name].afterTerminal),
+			Lineage:               proxy.Lineage(perRoute[rt.name].lineage),
 		}
 		if reg != nil {
 			pcfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"route": rt.name}, reg)

@@ -7,7 +7,7 @@
 //   2. a live run (started here, by POSTing the slow demo scenario to --run-url, so that the
 //      page sees it young): its events keep arriving on the page while the run streams (the count
 //      grows, the LIVE badge shows), then the Stop button ends it: the page shows the
-//      RUN_ERROR CANCELLED event and the run's new status;
+//      TEXT_MESSAGE_END and RUN_FINISHED outcome cancelled events and the run's new status;
 //   3. the Export link downloads the thread's export document; the thread list offers the thread.
 // Takes a screenshot of each view. Prints one JSON object with what it saw on stdout; exits 1
 // naming each failed check.
@@ -165,11 +165,14 @@ try {
   // A DOM click: on a loaded machine Playwright's actionability checks (stable for two animation
   // frames) can starve while the page renders a fast stream; visibility is checked above.
   await page.evaluate(() => document.getElementById("stop").click());
-  await page.waitForFunction(() => document.querySelector('#events tbody tr[data-type="RUN_ERROR"]'));
+  await page.waitForFunction(() => document.querySelector('#events tbody tr[data-type="RUN_FINISHED"]'));
   await page.waitForFunction(() => !document.getElementById("run-status").textContent.startsWith("running"));
-  observed.live.error = await page.textContent('#events tbody tr[data-type="RUN_ERROR"] td.detail');
+  observed.live.end = await page.textContent('#events tbody tr[data-type="RUN_FINISHED"] td.detail');
   observed.live.status = await page.textContent("#run-status");
-  check(observed.live.error.includes("CANCELLED"), "the stopped run shows RUN_ERROR CANCELLED");
+  check(observed.live.end.includes("outcome cancelled"), "the stopped run shows RUN_FINISHED outcome cancelled");
+  check(observed.live.status === "cancelled", `the stopped run's status shows cancelled (got ${observed.live.status})`);
+  const closed = await page.$$eval("#events tbody tr[data-seq]", (rows) => rows.slice(-2).map((r) => r.dataset.type));
+  check(closed[0] === "TEXT_MESSAGE_END", `the streaming message is closed before RUN_FINISHED (got ${closed.join(", ")})`);
   check(!(await page.isVisible("#live")) && !(await page.isVisible("#stop")), "LIVE and Stop are gone once the run ended");
   const seqs = await page.$$eval("#events tbody tr[data-seq]", (rows) => rows.map((r) => Number(r.dataset.seq)));
   check(seqs.every((s, i) => s === i + 1), "live events in order, none twice");

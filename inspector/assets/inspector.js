@@ -285,10 +285,12 @@ function summary(ev) {
       return JSON.stringify(ev.delta);
     case "RUN_ERROR":
       return `${ev.code ?? ""} ${ev.message ?? ""}`;
+    case "RUN_FINISHED":
+      return `outcome ${ev.outcome?.type ?? "success"}`;
     case "CUSTOM":
       return `${ev.name} ${JSON.stringify(ev.value ?? null)}`;
     case "RUN_STARTED":
-      return `parent ${ev.parentRunId ?? "—"} · ${ev.input?.messages?.length ?? 0} new input messages`;
+      return `parent ${ev.parentRunId ?? ev.metadata?.["agui-proxy"]?.parentRunId ?? "—"} · ${ev.input?.messages?.length ?? 0} new input messages`;
     default: {
       const s = JSON.stringify(rest);
       return s.length > 160 ? s.slice(0, 157) + "…" : s;

@@ -510,7 +510,9 @@ var cases = []tcase{
 		}),
 	upstreamCase("bad-patch", "huge-number", frames(fStarted, data(`{"type":"STATE_SNAPSHOT","snapshot":{"n":1e400}}`), fFinished), nil),
 
-	// Events after the terminal event: the live stream and every replay agree.
+	// Events after the terminal event: the live stream and every replay agree (after
+	// RUN_FINISHED they are kept, proxy.AfterTerminalKeep; after RUN_ERROR refused), and the
+	// runs tree has the status of the stream's last terminal event.
 	upstreamCase("after-terminal", "content-after-finished", frames(fStarted, fFinished, fMsgStart, fMsgText, fMsgEnd), sameReplay),
 	upstreamCase("after-terminal", "second-run-started", frames(fStarted, fFinished, fStarted, fFinished), sameReplay),
 	upstreamCase("after-terminal", "after-run-error", frames(fStarted, data(`{"type":"RUN_ERROR","message":"x"}`), data(`{"type":"CUSTOM","name":"late","value":1}`)), sameReplay),
@@ -518,7 +520,13 @@ var cases = []tcase{
 		func(t *testing.T, e *env, thread, run string, r reply) {
 			live := events(t, r.body)
 			v := e.waitEnded(t, thread)
-			want := map[string]string{"RUN_FINISHED": "finished", "RUN_ERROR": "error"}[lastType(live)]
+			last := ""
+			for _, ev := range live {
+				if ev.typ == "RUN_FINISHED" || ev.typ == "RUN_ERROR" {
+					last = ev.typ
+				}
+			}
+			want := map[string]string{"RUN_FINISHED": "finished", "RUN_ERROR": "error"}[last]
 			if len(v.Runs) != 1 || v.Runs[0].Status != want {
 				t.Fatalf("live stream ends %v, runs tree %+v", types(live), v.Runs)
 			}

@@ -568,6 +568,7 @@ func testFinishRun(t *testing.T, s recorder.Store) {
 		{recorder.StatusFinished, ""},
 		{recorder.StatusError, "upstream closed the stream without RUN_FINISHED"},
 		{recorder.StatusInterrupted, "replica stopped"},
+		{recorder.StatusCancelled, ""},
 	}
 	for i, tc := range tests {
 		r := newRun("t1", fmt.Sprintf("r%d", i))

@@ -160,6 +160,7 @@ export class AguiProxyAgentRunner implements AgentRunner {
     // HttpAgent posts its own threadId, messages and state (CopilotKit's run handler sets them
     // from the input); the thread is the request's.
     agent.threadId = request.threadId;
+    withCancelledAsRunError(agent as unknown as { fetch?: FetchLike });
     const identity = this.callerIdentity();
     if (this.identityHeader && identity) {
       agent.headers = withHeader(agent.headers ?? {}, this.identityHeader, identity);
@@ -241,7 +242,7 @@ export class AguiProxyAgentRunner implements AgentRunner {
                 continue;
               }
               ended = TERMINAL.has(event.type);
-              sub.next(event);
+              sub.next(cancelledAsRunError(event));
             }
             if (ended || !lastId) {
               sub.complete();
@@ -274,7 +275,9 @@ export class AguiProxyAgentRunner implements AgentRunner {
 
   /**
    * See AgentRunner.stop: stops the thread's running run (only `runId` when given) through the
-   * proxy, which ends it with RUN_ERROR code CANCELLED for every client following it. False when
+   * proxy, which ends it as cancelled for every client following it; CopilotKit gets the
+   * ending it knows, RUN_ERROR code CANCELLED (cancelledAsRunError: its @ag-ui/core 0.0.59
+   * fails the 1.0 ending, RUN_FINISHED outcome cancelled). False when
    * nothing of the thread was running.
    */
   async stop(request: AgentRunnerStopRequest): Promise<boolean> {
@@ -399,6 +402,71 @@ function withHeader(headers: Record<string, string>, name: string, value: string
   for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() !== name) out[k] = v;
   out[name] = value;
   return out;
+}
+
+type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
+
+/** Marks an agent whose fetch withCancelledAsRunError wrapped. */
+const translating = Symbol("agui-proxy.cancelledAsRunError");
+
+/**
+ * The proxy ends a stopped run as AG-UI 1.0 does, with RUN_FINISHED outcome "cancelled";
+ * CopilotKit 1.75.0's @ag-ui/core 0.0.59 knows only the outcomes "success" and "interrupt" and
+ * fails the whole run on it. CopilotKit gets the ending it knows instead: RUN_ERROR code
+ * CANCELLED (what the proxy sends with AGUI_STOP_ENDING=error). Any other event is unchanged.
+ */
+export function cancelledAsRunError(event: AgentEvent): AgentEvent {
+  const e = event as unknown as { type?: unknown; outcome?: { type?: unknown }; threadId?: unknown; runId?: unknown };
+  if (e.type !== "RUN_FINISHED" || e.outcome?.type !== "cancelled") return event;
+  return { type: "RUN_ERROR", message: "agui-proxy: the run was stopped on request", code: "CANCELLED" } as unknown as AgentEvent;
+}
+
+/**
+ * Wraps agent.fetch (an HttpAgent's) once, so that the event streams it reads from the proxy
+ * have their cancelled RUN_FINISHED turned into RUN_ERROR CANCELLED (cancelledAsRunError)
+ * before the agent's own parser sees them. Frames are rewritten whole; every other byte is
+ * passed on as it came.
+ */
+function withCancelledAsRunError(agent: { fetch?: FetchLike; [translating]?: boolean }): void {
+  if (agent[translating] || typeof agent.fetch !== "function") return;
+  const inner = agent.fetch.bind(agent);
+  agent.fetch = async (url, init) => {
+    const res = await inner(url, init);
+    if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) return res;
+    const decoder = new TextDecoder();
+    const encoder = new TextEncoder();
+    let pending = "";
+    const rewrite = (frame: string): string => {
+      if (!frame.includes('"cancelled"')) return frame;
+      const lines = frame.split("\n");
+      const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+      let event: AgentEvent;
+      try {
+        event = JSON.parse(data) as AgentEvent;
+      } catch {
+        return frame;
+      }
+      const out = cancelledAsRunError(event);
+      if (out === event) return frame;
+      return [`data: ${JSON.stringify(out)}`, ...lines.filter((l) => !l.startsWith("data:"))].join("\n");
+    };
+    const body = res.body.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          pending += decoder.decode(chunk, { stream: true });
+          const frames = pending.split("\n\n");
+          pending = frames.pop() ?? "";
+          if (frames.length) controller.enqueue(encoder.encode(frames.map((f) => rewrite(f) + "\n\n").join("")));
+        },
+        flush(controller) {
+          pending += decoder.decode();
+          if (pending) controller.enqueue(encoder.encode(rewrite(pending)));
+        },
+      }),
+    );
+    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+  agent[translating] = true;
 }
 
 /**

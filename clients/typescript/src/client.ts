@@ -142,7 +142,7 @@ export class AguiProxyClient {
     return this.json(this.url("threads", threadId) + q);
   }
 
-  /** Stops a running run: the agent request is cancelled and the run ends with RUN_ERROR code CANCELLED. */
+  /** Stops a running run: the agent request is cancelled; the proxy closes what was open and ends the run with RUN_FINISHED outcome cancelled (AGUI_STOP_ENDING=error: RUN_ERROR code CANCELLED). */
   async stop(threadId: string, runId: string): Promise<void> {
     await this.json(this.url("threads", threadId, "runs", runId, "stop"), { method: "POST" });
   }

@@ -182,11 +182,16 @@ describe("proxy endpoints", () => {
     // Stop a slow run through the helper.
     const slow = new ResumableHttpAgent({ url: servers.proxyUrl, threadId: uniq("slow") });
     const codes = [];
-    const running = runWith(slow, uniq("slow"), "slow", 50, { onRunErrorEvent: ({ event }) => void codes.push(event.code) });
+    const outcomes = [];
+    const running = runWith(slow, uniq("slow"), "slow", 50, {
+      onRunErrorEvent: ({ event }) => void codes.push(event.code),
+      onRunFinishedEvent: ({ outcome }) => void outcomes.push(outcome),
+    });
     for (let i = 0; i < 200 && !(await slow.proxy.isRunning(slow.threadId)); i++) await new Promise((r) => setTimeout(r, 10));
     await slow.stop();
     await running;
-    assert.deepEqual(codes, ["CANCELLED"]);
+    assert.deepEqual(codes, [], "a stop is not an error");
+    assert.deepEqual(outcomes, ["cancelled"], "the stopped run finishes with outcome cancelled");
     const list = await agent.threads({ limit: 100 });
     const mine = list.threads.find((t) => t.threadId === threadId);
     assert.ok(mine, "the thread list has the thread");

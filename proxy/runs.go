@@ -93,6 +93,9 @@ type run struct {
 	// the event is published (pump goroutine only).
 	terminalFrame []byte
 	refused       int // data frames the agent sent after the terminal event (not forwarded)
+	// foreign counts the agent's frames holding lines that are not SSE (sse.Frame.Foreign)
+	// and their bytes, forwarded or (an unterminated last piece) dropped; logged at the end.
+	foreign, foreignBytes, foreignDropped int
 	// status and detail are how the run ended, once it did; settled is the seq its end was
 	// recorded through (0: not yet).
 	status  recorder.RunStatus
@@ -253,13 +256,30 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 		if r.markFrame != nil {
 			r.markFrame()
 		}
+		if f.Foreign > 0 {
+			// Bytes that are not SSE (a JSON body, compressed bytes sent as an event stream):
+			// WHATWG parsing ignores them; counted, and said once when the run ends.
+			r.foreign++
+			r.foreignBytes += len(f.Raw)
+			if !f.Terminated {
+				r.foreignDropped++
+			}
+			h.metrics.nonSSE(len(f.Raw))
+		}
 		if !f.HasData {
-			// Comments, heartbeats, blank lines: forwarded as they are, not recorded. Not an
-			// unterminated one the stream ended in: without its blank line it would run into
-			// the frame the proxy writes next (its RUN_ERROR, or RUN_STARTED), and the client
-			// would read that frame's first line as part of it.
+			// Comments, heartbeats, blank lines, lines that are not SSE: forwarded as they
+			// are, not recorded. Not an unterminated one the stream ended in: without its
+			// blank line it would run into the frame the proxy writes next (its RUN_ERROR, or
+			// RUN_STARTED), and the client would read that frame's first line as part of it.
+			// A frame whose blank line is a lone CR gets an LF after it, for the same reason:
+			// the official client splits lines on LF only, so the proxy's next frame would
+			// start on the line of the agent's last bytes.
 			if f.Terminated {
-				r.publish(live.Event{Frame: append([]byte(nil), f.Raw...), More: rd.FrameBuffered()})
+				fr := append(make([]byte, 0, len(f.Raw)+1), f.Raw...)
+				if n := len(fr); n > 0 && fr[n-1] != '\n' {
+					fr = append(fr, '\n')
+				}
+				r.publish(live.Event{Frame: fr, More: rd.FrameBuffered()})
 			}
 			continue
 		}
@@ -377,6 +397,11 @@ func (r *run) end(readErr error) {
 		h.log.LogAttrs(context.Background(), slog.LevelWarn, "run ended without a terminal event from the agent",
 			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 			slog.String("code", code), slog.Any("err", readErr))
+	}
+	if r.foreign > 0 {
+		h.log.LogAttrs(context.Background(), slog.LevelWarn, "the agent's stream held bytes that are not SSE: forwarded in frames without data, not recorded",
+			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
+			slog.Int("frames", r.foreign), slog.Int("bytes", r.foreignBytes), slog.Int("dropped_unterminated", r.foreignDropped))
 	}
 	if r.refused > 0 {
 		h.log.LogAttrs(context.Background(), slog.LevelWarn, "refused events the agent sent after the run's terminal event",

@@ -70,6 +70,8 @@ func refParse(in []byte) []Frame {
 			if n, ok := parseRetry([]byte(value)); ok {
 				cur.Retry, cur.HasRetry = n, true
 			}
+		default:
+			cur.Foreign++
 		}
 	}
 	if start < len(in) {
@@ -124,6 +126,15 @@ func framesAgree(whole, chunked []Frame, stopped bool) bool {
 	return true
 }
 
+// foreignCounts lists Frame.Foreign of every frame.
+func foreignCounts(frames []Frame) []int {
+	out := make([]int, len(frames))
+	for i, f := range frames {
+		out[i] = f.Foreign
+	}
+	return out
+}
+
 func FuzzReader(f *testing.F) {
 	for _, tc := range readerCases {
 		f.Add([]byte(tc.input), []byte{0, 3, 1}, uint8(0), uint8(0))
@@ -131,6 +142,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte("data: a\r\n\r\ndata: b\r\n\r\n"), []byte{9, 1}, uint8(0), uint8(0))
 	f.Add([]byte("data: 0123456789\r\n\r\n"), []byte{2}, uint8(8), uint8(12))
 	f.Add([]byte("\xef\xbb\xbfid: 1\rretry: 12\revent: e\rdata\r\r"), []byte{}, uint8(5), uint8(0))
+	f.Add([]byte("[1,2,3]\r\rjunk: x\ndata: {}\n\nx\x9c\xcbH"), []byte{3, 1}, uint8(0), uint8(0))
 	f.Fuzz(func(t *testing.T, input, split []byte, lineMax, frameMax uint8) {
 		lim := fuzzLimits(lineMax, frameMax)
 		r := NewReader(bytes.NewReader(input), lim)
@@ -174,6 +186,8 @@ func FuzzReader(f *testing.F) {
 		}
 		if ref := refParse(input); !eqFrames(normalize(whole), ref) {
 			t.Fatalf("Reader =\n%s\nreference model =\n%s", dump(whole, nil), dump(ref, nil))
+		} else if !foreignAgree(normalize(whole), ref) || !foreignAgree(normalize(whole), normalize(chunked)) {
+			t.Fatalf("lines that are not SSE: Reader %v, chunked %v, reference model %v", foreignCounts(whole), foreignCounts(chunked), foreignCounts(ref))
 		}
 
 		for i, fr := range whole {

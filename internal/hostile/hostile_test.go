@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"bytes"
+	"compress/flate"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -568,6 +569,13 @@ var cases = []tcase{
 			}
 		}
 	}),
+	// Bytes that are not SSE: forwarded in frames of their own, never glued to ours.
+	nonSSE("json-array-unterminated", `[{"type":"RUN_STARTED"},{"type":"RUN_FINISHED"}]`),
+	nonSSE("json-array-then-events", "[1,2,3]\n\n", fStarted, fFinished),
+	nonSSE("deflate-body", deflated(fStarted+fMsgStart+fMsgText+fMsgEnd+fFinished)),
+	nonSSE("junk-lone-cr-blank-line", "abc\r\r", fStarted, fMsgStart, fMsgText, fMsgEnd, fFinished),
+	nonSSE("junk-cr-split-across-writes", "abc\r", "\r", fStarted, fFinished),
+	nonSSE("junk-before-each-event", "x1\n"+fStarted, "x2\n"+fFinished),
 	upstreamCase("hostile-upstream", "foreign-ids-in-run-started", frames(data(`{"type":"RUN_STARTED","threadId":"other","runId":"other"}`), fFinished),
 		func(t *testing.T, e *env, thread, run string, r reply) {
 			e.waitEnded(t, thread)
@@ -629,6 +637,36 @@ var cases = []tcase{
 		th, run := e.id("t"), e.id("r")
 		problemOf(t, e.postRun(t, runBody(th, run, "chat")), 502, proxy.CodeUpstreamUnavailable)
 	}},
+}
+
+// nonSSE is a case of class non-sse: the agent answers chunks that hold bytes that are not
+// SSE. The live stream, read as the official client reads it, holds the events a replay holds
+// (the proxy's RUN_STARTED is never glued onto the agent's last bytes), and the proxy counts
+// the frames that were not SSE.
+func nonSSE(name string, chunks ...string) tcase {
+	return withCfg(withMetrics, upstreamCase("non-sse", name, frames(chunks...), func(t *testing.T, e *env, thread, run string, r reply) {
+		live := officialTypes(t, r.body)
+		if len(live) == 0 || live[0] != "RUN_STARTED" {
+			t.Fatalf("the official client reads %v from the live stream %q, want RUN_STARTED first", live, trunc(r.body))
+		}
+		e.waitEnded(t, thread)
+		a := e.get(t, "/agui/threads/"+thread+"/runs/"+run+"/events")
+		if replay := officialTypes(t, a.body); fmt.Sprint(replay) != fmt.Sprint(live) {
+			t.Fatalf("live %v, replay %v", live, replay)
+		}
+		if n := e.counter(t, "agui_proxy_upstream_non_sse_frames_total"); n < 1 {
+			t.Fatalf("agui_proxy_upstream_non_sse_frames_total = %v, want the frames that were not SSE counted", n)
+		}
+	}))
+}
+
+// deflated is s compressed with deflate, as an agent that compresses its stream sends it.
+func deflated(s string) string {
+	var b bytes.Buffer
+	w, _ := flate.NewWriter(&b, flate.BestCompression)
+	w.Write([]byte(s))
+	w.Close()
+	return b.String()
 }
 
 // crCheck: our id line never follows a lone CR, and the run attach replays LF-only frames

@@ -245,10 +245,30 @@ func DecodeExport(data []byte) (ExportDoc, error) {
 		// Refused like a run body with invalid UTF-8 (JSON text is UTF-8).
 		return doc, fmt.Errorf("%w: the document is not valid UTF-8", problem.ErrInvalidImport)
 	}
+	if !agui.Valid(data) {
+		err := json.Unmarshal(data, &doc) // says where it is malformed
+		if err == nil {
+			err = errors.New("not one JSON value")
+		}
+		return doc, fmt.Errorf("%w: %v", problem.ErrInvalidImport, err)
+	}
+	// The proxy's one rule for the documents it reads (agui.CheckMembers): a member twice, or
+	// two spellings of one, are refused rather than read as the last. The events are kept as
+	// recorded (their reader is the client, which takes the last, as the proxy's event type
+	// does).
+	if err := agui.CheckMembers(data, exportOpaque); err != nil {
+		return doc, fmt.Errorf("%w: %v", problem.ErrInvalidImport, err)
+	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return doc, fmt.Errorf("%w: %v", problem.ErrInvalidImport, err)
 	}
 	return doc, nil
+}
+
+// exportOpaque marks the parts of an export document kept as they were recorded: each event
+// of a run's eventList.
+func exportOpaque(path []string) bool {
+	return len(path) == 4 && path[0] == "runs" && path[2] == "eventList"
 }
 
 // ValidateExport checks doc exactly as ImportThread does before writing, without a store:

@@ -92,6 +92,17 @@ func badBody(name, body string) tcase {
 	return tcase{class: "malformed-body", name: name, run: refused(body, 400, proxy.CodeInvalidRunInput, "")}
 }
 
+// dupImport is an import document with a member twice (or two spellings of one): 400, as a
+// run request with one gets.
+func dupImport(name, doc string) tcase {
+	return tcase{class: "duplicate-member", name: name, run: func(t *testing.T, e *env) {
+		p := problemOf(t, e.do(t, http.MethodPost, "/agui/threads/"+e.id("t")+"/import", strings.NewReader(doc)), 400, "")
+		if !strings.Contains(p.Detail, "duplicate member") {
+			t.Fatalf("problem %+v, want it to name the duplicate member", p)
+		}
+	}}
+}
+
 // badID is a run POST whose thread (or run) id is hostile.
 func badID(name, thread, run string) tcase {
 	return tcase{class: "hostile-id", name: name, run: func(t *testing.T, e *env) {
@@ -232,6 +243,37 @@ var cases = []tcase{
 		r := e.do(t, http.MethodPost, "/agui/threads/"+e.id("t")+"/import",
 			strings.NewReader(`{"formatVersion":1,"runs":[{"runId":"a b","status":"finished","eventList":[]}]}`))
 		problemOf(t, r, 400, "")
+	}},
+
+	// Duplicate member names: one rule for every document the proxy reads (refused, 400).
+	dupImport("run-id-twice", `{"formatVersion":1,"runs":[{"runId":"r1","runId":"r2","status":"finished","eventList":[]}]}`),
+	dupImport("runs-twice", `{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[]}],"runs":[{"runId":"r2","status":"finished","eventList":[]}]}`),
+	dupImport("case-variant", `{"formatVersion":1,"runs":[{"runId":"r1","RUNID":"r2","status":"finished","eventList":[]}]}`),
+	dupImport("format-version-twice", `{"formatVersion":99,"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[]}]}`),
+	dupImport("escaped-spelling", `{"formatVersion":1,"runs":[{"runId":"r1","run\u0049d":"r2","status":"finished","eventList":[]}]}`),
+	badBody("duplicate-unknown-member", `{"threadId":"t","runId":"r","messages":[],"x":1,"x":2}`),
+	badBody("duplicate-message-id", `{"threadId":"t","runId":"r","messages":[{"id":"a","id":"b","role":"user","content":"x"}]}`),
+	badBody("message-role-variant", `{"threadId":"t","runId":"r","messages":[{"id":"a","role":"user","ROLE":"system","content":"x"}]}`),
+	{class: "duplicate-member", name: "event-keeps-its-members", run: func(t *testing.T, e *env) {
+		// An event is kept as recorded (its reader is the client, which takes the last member):
+		// a document whose event repeats a member imports, and the history reads the last.
+		th := e.id("t")
+		doc := `{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[{"type":"RUN_STARTED","threadId":"x","runId":"r1"},` +
+			`{"type":"STATE_SNAPSHOT","snapshot":{"a":1,"a":2}},{"type":"RUN_FINISHED","threadId":"x","runId":"r1"}]}]}`
+		if r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(doc)); r.status != 201 {
+			t.Fatalf("import: %d %q", r.status, trunc(r.body))
+		}
+		if _, state := e.history(t, th); fmt.Sprint(state) != "map[a:2]" {
+			t.Fatalf("state %v, want map[a:2]", state)
+		}
+	}},
+	{class: "duplicate-member", name: "nothing-written-on-refusal", run: func(t *testing.T, e *env) {
+		th := e.id("t")
+		r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(`{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[]},{"runId":"r2","status":"finished","status":"error","eventList":[]}]}`))
+		problemOf(t, r, 400, "")
+		if g := e.get(t, "/agui/threads/"+th+"/runs"); g.status != 404 {
+			t.Fatalf("after a refused import the thread answers %d, want 404", g.status)
+		}
 	}},
 
 	// Oversized bodies and events.

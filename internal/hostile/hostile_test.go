@@ -92,6 +92,31 @@ func badBody(name, body string) tcase {
 	return tcase{class: "malformed-body", name: name, run: refused(body, 400, proxy.CodeInvalidRunInput, "")}
 }
 
+// clientErrorsAre4xx sends every method to every endpoint of the attach prefix and the
+// inspector with hostile path segments and query values (invalid UTF-8, NUL, "..", an
+// encoded slash, 5,000 bytes): nothing the client chose may be answered 5xx.
+func clientErrorsAre4xx(t *testing.T, e *env) {
+	th, run := e.id("t"), e.id("r")
+	e.run(t, th, run, nil)
+	e.waitEnded(t, th)
+	var paths []string
+	for _, b := range []string{"%ff", "%00", "%c3", "%ed%a0%80", "a%2fb", "..", ".", "%2e%2e", strings.Repeat("x", 5000)} {
+		paths = append(paths, "/agui/ui/"+b, "/agui/ui/"+b+"/x", "/agui/ui/x/"+b, "/agui/"+b,
+			"/agui/threads/"+b, "/agui/threads/"+b+"/runs", "/agui/threads/"+b+"/events", "/agui/threads/"+b+"/export",
+			"/agui/threads/"+b+"/import", "/agui/threads/"+th+"/runs/"+b+"/events", "/agui/threads/"+th+"/runs/"+b+"/stop",
+			"/agui/threads?cursor="+b, "/agui/threads?limit="+b, "/agui/threads?since="+b, "/agui/threads?until="+b,
+			"/agui/export?cursor="+b, "/agui/export?limit="+b, "/agui/threads/"+th+"?run="+b,
+			"/agui/threads/"+th+"/events?after="+b, "/agui/threads/"+th+"/events?follow="+b)
+	}
+	for _, p := range paths {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			if r := e.do(t, m, p, strings.NewReader("{}")); r.status >= 500 {
+				t.Errorf("%s %.120s: %d %q, want a 4xx", m, p, r.status, trunc(r.body))
+			}
+		}
+	}
+}
+
 // dupImport is an import document with a member twice (or two spellings of one): 400, as a
 // run request with one gets.
 func dupImport(name, doc string) tcase {
@@ -244,6 +269,9 @@ var cases = []tcase{
 			strings.NewReader(`{"formatVersion":1,"runs":[{"runId":"a b","status":"finished","eventList":[]}]}`))
 		problemOf(t, r, 400, "")
 	}},
+
+	// Client-caused errors are 4xx on every endpoint (the inspector's included).
+	{class: "client-error", name: "no-5xx-for-hostile-paths", cfg: func(c *proxy.Config) { c.Inspector = true }, run: clientErrorsAre4xx},
 
 	// Duplicate member names: one rule for every document the proxy reads (refused, 400).
 	dupImport("run-id-twice", `{"formatVersion":1,"runs":[{"runId":"r1","runId":"r2","status":"finished","eventList":[]}]}`),

@@ -117,6 +117,26 @@ func clientErrorsAre4xx(t *testing.T, e *env) {
 	}
 }
 
+// chainDoc is an export document of a linear chain of n runs (r1 ... rn, each the parent of
+// the next), each with its user message u<i> in RUN_STARTED.input and an answer m<i>.
+func chainDoc(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"formatVersion":1,"runs":[`)
+	for i := 1; i <= n; i++ {
+		parent := ""
+		if i > 1 {
+			b.WriteString(",")
+			parent = fmt.Sprintf(`"parentRunId":"r%d",`, i-1)
+		}
+		fmt.Fprintf(&b, `{"runId":"r%d",%s"status":"finished","eventList":[`+
+			`{"type":"RUN_STARTED","threadId":"x","runId":"r%[1]d","input":{"messages":[{"id":"u%[1]d","role":"user","content":"q%[1]d"}]}},`+
+			`{"type":"TEXT_MESSAGE_START","messageId":"m%[1]d","role":"assistant"},{"type":"TEXT_MESSAGE_CONTENT","messageId":"m%[1]d","delta":"answer %[1]d"},`+
+			`{"type":"TEXT_MESSAGE_END","messageId":"m%[1]d"},{"type":"RUN_FINISHED","threadId":"x","runId":"r%[1]d"}]}`, i, parent)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
 // dupImport is an import document with a member twice (or two spellings of one): 400, as a
 // run request with one gets.
 func dupImport(name, doc string) tcase {
@@ -272,6 +292,37 @@ var cases = []tcase{
 
 	// Client-caused errors are 4xx on every endpoint (the inspector's included).
 	{class: "client-error", name: "no-5xx-for-hostile-paths", cfg: func(c *proxy.Config) { c.Inspector = true }, run: clientErrorsAre4xx},
+
+	// Long run chains: the first read of an imported chain builds one branch, not one per run.
+	withCfg(withMetrics, tcase{class: "long-chain", name: "imported-chain-read-once", run: func(t *testing.T, e *env) {
+		const n = 400
+		th := e.id("t")
+		if r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(chainDoc(n))); r.status != 201 {
+			t.Fatalf("import: %d %q", r.status, trunc(r.body))
+		}
+		before := e.counter(t, "agui_proxy_checkpoint_branches_total")
+		msgs, _ := e.history(t, th)
+		built := e.counter(t, "agui_proxy_checkpoint_branches_total") - before
+		if len(msgs) != 2*n || msgs[0]["id"] != "u1" || msgs[2*n-1]["id"] != fmt.Sprintf("m%d", n) {
+			t.Fatalf("history of the %d-run chain: %d messages (first %v, last %v), want %d", n, len(msgs), msgs[0]["id"], msgs[len(msgs)-1]["id"], 2*n)
+		}
+		if built != 1 {
+			t.Fatalf("the first read of a %d-run chain without checkpoints built %v branches, want 1 (one per run is quadratic)", n, built)
+		}
+		// Time travel into the chain reads from the nearest checkpoint up (none below the head):
+		// one more branch, with the messages as of that run.
+		r := e.get(t, "/agui/threads/"+th+"?run=r100")
+		var v struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if r.status != 200 || json.Unmarshal(r.body, &v) != nil || len(v.Messages) != 200 || v.Messages[199]["id"] != "m100" {
+			t.Fatalf("?run=r100: %d, %d messages", r.status, len(v.Messages))
+		}
+		msgs2, _ := e.history(t, th)
+		if len(msgs2) != 2*n || e.counter(t, "agui_proxy_checkpoint_branches_total")-before != 2 {
+			t.Fatalf("a second read: %d messages, %v branches built in all, want %d and 2", len(msgs2), e.counter(t, "agui_proxy_checkpoint_branches_total")-before, 2*n)
+		}
+	}}),
 
 	// Duplicate member names: one rule for every document the proxy reads (refused, 400).
 	dupImport("run-id-twice", `{"formatVersion":1,"runs":[{"runId":"r1","runId":"r2","status":"finished","eventList":[]}]}`),

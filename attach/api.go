@@ -229,7 +229,9 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	runs, err := ImportThread(ctx, h.store, ImportTarget{ThreadID: threadID, Owner: owner, Route: h.threads.Route()}, doc)
+	// Each store call of the import is bounded by StoreTimeout, not the import: its deadline
+	// grows with the document (see ImportThreadBounded).
+	runs, err := ImportThreadBounded(ctx, h.store, ImportTarget{ThreadID: threadID, Owner: owner, Route: h.threads.Route()}, doc, h.cfg.StoreTimeout)
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return
@@ -296,8 +298,27 @@ func (to ImportTarget) Key() string { return recorder.ThreadKey(to.Owner, to.Rou
 // problem.ErrThreadNotEmpty; a failed write removes the runs it created. Store errors are
 // mapped by problem.StoreErr. Runs keep their recorded start (createdAt), so the thread keeps
 // its creation time and its place in the thread list; updatedAt becomes the time of the
-// import. It returns the number of runs written.
+// import. It returns the number of runs written. It is ImportThreadBounded without a bound
+// per store call (ctx bounds the whole import).
 func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, doc ExportDoc) (int, error) {
+	return ImportThreadBounded(ctx, store, to, doc, 0)
+}
+
+// Import writes are bounded: one Append carries at most ImportBatchEvents events and about
+// ImportBatchBytes bytes, so that a run of a million events is many store calls of a bounded
+// size (one Lua call on Redis, one transaction on disk), never one call as large as the run.
+const (
+	ImportBatchEvents = 4096
+	ImportBatchBytes  = 4 << 20
+)
+
+// ImportThreadBounded is ImportThread with each store call bounded by callTimeout (0: no
+// bound but ctx's): the deadline of an import grows with the document, one store call at a
+// time, instead of one fixed deadline for a write whose cost grows with the document (a
+// 100,000-run document, or a run of 1,000,000 events, could never finish within
+// AGUI_STORE_TIMEOUT on Redis, and a retry could never succeed). A store that does not answer
+// one call within callTimeout still fails the import (503 StoreUnavailable), rolled back.
+func ImportThreadBounded(ctx context.Context, store recorder.Store, to ImportTarget, doc ExportDoc, callTimeout time.Duration) (int, error) {
 	if err := agui.ValidateID("threadId", to.ThreadID); err != nil {
 		return 0, err
 	}
@@ -307,15 +328,38 @@ func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, do
 	if err != nil {
 		return 0, err
 	}
-	if _, err := store.Thread(ctx, threadID); err == nil {
+	call := func(fn func(ctx context.Context) error) error {
+		if callTimeout <= 0 {
+			return fn(ctx)
+		}
+		cctx, cancel := context.WithTimeoutCause(ctx, callTimeout, problem.ErrStoreTimeout)
+		defer cancel()
+		err := fn(cctx)
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), problem.ErrStoreTimeout) {
+			err = fmt.Errorf("%w: %w", problem.ErrStoreUnavailable, problem.ErrStoreTimeout)
+		}
+		return err
+	}
+	if err := call(func(ctx context.Context) error { _, err := store.Thread(ctx, threadID); return err }); err == nil {
 		return 0, problem.ErrThreadNotEmpty // exists (ours or not: nothing is revealed beyond "not empty")
 	} else if !errors.Is(err, recorder.ErrThreadNotFound) {
 		return 0, storeErr(err)
 	}
 	var created []string
 	undo := func() {
+		// Also when the client left (the import is rolled back whole); each deletion bounded
+		// like any call, and given up on once the store stopped answering.
+		uctx := context.WithoutCancel(ctx)
 		for i := len(created) - 1; i >= 0; i-- {
-			store.DeleteRun(context.WithoutCancel(ctx), threadID, created[i])
+			dctx, cancel := uctx, context.CancelFunc(func() {})
+			if callTimeout > 0 {
+				dctx, cancel = context.WithTimeout(uctx, callTimeout)
+			}
+			err := store.DeleteRun(dctx, threadID, created[i])
+			cancel()
+			if err != nil && dctx.Err() != nil {
+				return
+			}
 		}
 	}
 	for _, b := range batches {
@@ -325,7 +369,10 @@ func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, do
 			b.Events[i].Frame, _ = sse.AppendEvent(nil, sse.Event{
 				ID: recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: b.Events[i].Seq}.String(), Data: b.Events[i].Frame})
 		}
-		if _, err := store.CreateRun(ctx, run, recorder.CreateOptions{At: b.Run.CreatedAt}); err != nil {
+		if err := call(func(ctx context.Context) error {
+			_, err := store.CreateRun(ctx, run, recorder.CreateOptions{At: b.Run.CreatedAt})
+			return err
+		}); err != nil {
 			undo()
 			if errors.Is(err, recorder.ErrThreadNotFound) || errors.Is(err, recorder.ErrRunAlreadyStarted) || errors.Is(err, recorder.ErrThreadRoomMismatch) {
 				return 0, problem.ErrThreadNotEmpty // another writer got there first
@@ -333,9 +380,21 @@ func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, do
 			return 0, storeErr(err)
 		}
 		created = append(created, run.RunID)
-		err := store.Append(ctx, []recorder.Batch{{Run: run, Events: b.Events}})
+		var err error
+		for evs := b.Events; len(evs) > 0 && err == nil; {
+			n, size := 0, 0
+			for n < len(evs) && n < ImportBatchEvents && (n == 0 || size+len(evs[n].Frame) <= ImportBatchBytes) {
+				size += len(evs[n].Frame)
+				n++
+			}
+			part := evs[:n]
+			evs = evs[n:]
+			err = call(func(ctx context.Context) error { return store.Append(ctx, []recorder.Batch{{Run: run, Events: part}}) })
+		}
 		if err == nil {
-			err = store.FinishRun(ctx, threadID, run.RunID, b.Run.Status, b.Run.Detail, int64(len(b.Events)))
+			err = call(func(ctx context.Context) error {
+				return store.FinishRun(ctx, threadID, run.RunID, b.Run.Status, b.Run.Detail, int64(len(b.Events)))
+			})
 		}
 		if err != nil {
 			undo()

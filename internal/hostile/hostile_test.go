@@ -324,6 +324,34 @@ var cases = []tcase{
 		}
 	}}),
 
+	// Imports whose store writes take longer in all than AGUI_STORE_TIMEOUT: each call is
+	// bounded, not the document (on Redis 3,000 runs are 9,000 round trips).
+	{class: "big-import", name: "longer-than-store-timeout", cfg: func(c *proxy.Config) { c.StoreTimeout = 500 * time.Millisecond }, run: func(t *testing.T, e *env) {
+		th := e.id("t")
+		r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(chainDoc(3000)))
+		if r.status != 201 {
+			t.Fatalf("import of 3,000 runs: %d %q", r.status, trunc(r.body))
+		}
+		if v := e.waitEnded(t, th); len(v.Runs) != 3000 {
+			t.Fatalf("%d runs after the import, want 3000", len(v.Runs))
+		}
+	}},
+	{class: "big-import", name: "run-of-many-events", run: func(t *testing.T, e *env) {
+		var b strings.Builder
+		b.WriteString(`{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[{"type":"RUN_STARTED","threadId":"x","runId":"r1"}`)
+		for j := range 30000 {
+			fmt.Fprintf(&b, `,{"type":"CUSTOM","name":"n","value":%d}`, j)
+		}
+		b.WriteString(`,{"type":"RUN_FINISHED","threadId":"x","runId":"r1"}]}]}`)
+		th := e.id("t")
+		if r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(b.String())); r.status != 201 {
+			t.Fatalf("import of a run of 30,002 events: %d %q", r.status, trunc(r.body))
+		}
+		if v := e.waitEnded(t, th); len(v.Runs) != 1 || v.Runs[0].Events != 30002 {
+			t.Fatalf("runs after the import: %+v, want one of 30,002 events", v.Runs)
+		}
+	}},
+
 	// Duplicate member names: one rule for every document the proxy reads (refused, 400).
 	dupImport("run-id-twice", `{"formatVersion":1,"runs":[{"runId":"r1","runId":"r2","status":"finished","eventList":[]}]}`),
 	dupImport("runs-twice", `{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[]}],"runs":[{"runId":"r2","status":"finished","eventList":[]}]}`),

@@ -275,7 +275,11 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 			// the official client splits lines on LF only, so the proxy's next frame would
 			// start on the line of the agent's last bytes.
 			if f.Terminated {
-				fr := append(make([]byte, 0, len(f.Raw)+1), f.Raw...)
+				raw := f.Raw
+				if f.HasRetry {
+					raw, _ = sse.DropRetry(raw) // the agent's reconnection delay is not the client's (below)
+				}
+				fr := append(make([]byte, 0, len(raw)+1), raw...)
 				if n := len(fr); n > 0 && fr[n-1] != '\n' {
 					fr = append(fr, '\n')
 				}
@@ -324,6 +328,15 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID), slog.Int64("seq", r.seq+1))
 		}
 		r.seq++
+		if f.HasRetry {
+			// The agent's reconnection delay is not the client's: the client reconnects to
+			// the proxy (a resume, an attach with AGUI_ATTACH_RETRY), and "retry: 0" would make
+			// an EventSource reconnect at once, again and again. The field is dropped, live and
+			// recorded; the frame's other bytes are kept.
+			g := *f
+			g.Raw, _ = sse.DropRetry(f.Raw)
+			f = &g
+		}
 		out := f.AppendWithID(make([]byte, 0, len(f.Raw)+len(r.meta.RunID)+32), r.cursor())
 		terminal := agui.IsTerminal(typ) && r.terminal == ""
 		// later: the clients first, then the recorder (which never fails then), so a client

@@ -275,3 +275,50 @@ func FuzzWriter(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDropRetry: a frame without its retry lines reads back as the same frame with no retry
+// (data, event, id and termination unchanged), every other byte kept in order.
+func FuzzDropRetry(f *testing.F) {
+	for _, s := range []string{"retry: 0\ndata: {}\n\n", "data: a\r\nretry:5\r\nevent: x\r\n\r\n", "retry\rdata\r\r",
+		"\xef\xbb\xbfretry: 1\ndata: b\n\n", "data: retry: 1\n: retry\nretryx: 1\n\n", "retry: 1"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		frames, err := readAll(bytes.NewReader(input), Limits{})
+		if err != nil {
+			return
+		}
+		for i, fr := range frames {
+			out, ok := DropRetry(fr.Raw)
+			if !ok {
+				if !bytes.Equal(out, fr.Raw) {
+					t.Fatalf("DropRetry(%q) changed a frame without retry lines: %q", fr.Raw, out)
+				}
+				continue
+			}
+			// As the frame's own stream: after a blank line when it was not the first (a BOM
+			// starting a later frame's Raw is not the stream's).
+			in := out
+			if i > 0 {
+				in = append([]byte("\n"), out...)
+			}
+			back, err := readAll(bytes.NewReader(in), Limits{})
+			if err != nil {
+				t.Fatalf("DropRetry(%q) = %q reads back as %v", fr.Raw, out, err)
+			}
+			var got Frame
+			for _, b := range back {
+				if b.HasData || b.HasID || b.HasRetry || b.Event != "" || b.Terminated == fr.Terminated {
+					got = b
+				}
+			}
+			if got.HasRetry || bytes.Contains(out, []byte("\nretry:")) && !bytes.Contains(fr.Raw, []byte("\nretry:")) ||
+				!bytes.Equal(got.Data, fr.Data) || got.HasData != fr.HasData || got.Event != fr.Event || got.ID != fr.ID || got.HasID != fr.HasID {
+				t.Fatalf("DropRetry(%q) = %q reads back as\n%s\nwant the fields of\n%s without retry", fr.Raw, out, dump(back, nil), dump([]Frame{fr}, nil))
+			}
+			if len(out) >= len(fr.Raw) {
+				t.Fatalf("DropRetry(%q) = %q dropped nothing but says it did", fr.Raw, out)
+			}
+		}
+	})
+}

@@ -725,6 +725,32 @@ var cases = []tcase{
 	nonSSE("junk-lone-cr-blank-line", "abc\r\r", fStarted, fMsgStart, fMsgText, fMsgEnd, fFinished),
 	nonSSE("junk-cr-split-across-writes", "abc\r", "\r", fStarted, fFinished),
 	nonSSE("junk-before-each-event", "x1\n"+fStarted, "x2\n"+fFinished),
+	// The agent's retry: and event: fields: retry is dropped (the client reconnects to the
+	// proxy, on its terms), event is kept (a part of the agent's event).
+	upstreamCase("agent-fields", "retry-dropped", frames("retry: 0\n"+fStarted, fMsgStart, "retry: 0\n\n", "retry: 7\r\n"+fMsgText, fMsgEnd, fFinished),
+		func(t *testing.T, e *env, thread, run string, r reply) {
+			if bytes.Contains(r.body, []byte("retry: 0")) || bytes.Contains(r.body, []byte("retry: 7")) {
+				t.Fatalf("the agent's retry reached the live client: %q", trunc(r.body))
+			}
+			e.waitEnded(t, thread)
+			for _, p := range []string{"/runs/" + run + "/events", "/events"} {
+				a := e.get(t, "/agui/threads/"+thread+p)
+				if bytes.Contains(a.body, []byte("retry: 0")) || bytes.Contains(a.body, []byte("retry: 7")) || !bytes.HasPrefix(a.body, []byte("retry: 2000\n")) {
+					t.Fatalf("%s: %q, want the proxy's retry only", p, trunc(a.body))
+				}
+			}
+			sameReplay(t, e, thread, run, r)
+			if got := officialTypes(t, r.body); fmt.Sprint(got) != "[RUN_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED]" {
+				t.Fatalf("the official client reads %v", got)
+			}
+		}),
+	upstreamCase("agent-fields", "event-kept", frames("event: x\n"+fStarted, "event: custom\n"+data(`{"type":"CUSTOM","name":"n","value":1}`), fFinished),
+		func(t *testing.T, e *env, thread, run string, r reply) {
+			if !bytes.Contains(r.body, []byte("event: custom\ndata: ")) {
+				t.Fatalf("the agent's event field did not reach the client: %q", trunc(r.body))
+			}
+			sameReplay(t, e, thread, run, r)
+		}),
 	upstreamCase("hostile-upstream", "foreign-ids-in-run-started", frames(data(`{"type":"RUN_STARTED","threadId":"other","runId":"other"}`), fFinished),
 		func(t *testing.T, e *env, thread, run string, r reply) {
 			e.waitEnded(t, thread)

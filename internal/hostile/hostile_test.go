@@ -352,6 +352,23 @@ var cases = []tcase{
 		}
 	}},
 
+	// The bulk export ends with a line a client can check; a cut export lacks it.
+	{class: "bulk-export", name: "end-line", multi: true, run: func(t *testing.T, e *env) {
+		user := e.id("u")
+		for range 3 {
+			th := e.id("t")
+			e.run(t, th, e.id("r"), nil, e.as(user)...)
+			e.waitEnded(t, th, e.as(user)...)
+		}
+		r := e.get(t, "/agui/export", e.as(user)...)
+		lines := strings.Split(strings.TrimSuffix(string(r.body), "\n"), "\n")
+		if r.status != 200 || len(lines) != 4 || lines[3] != `{"agui-proxy.exportEnd":{"threads":3}}` {
+			t.Fatalf("export: %d, %d lines, last %q; want 3 documents and the end line", r.status, len(lines), lines[len(lines)-1])
+		}
+		// The end line is not a document: POST .../import refuses it.
+		problemOf(t, e.do(t, http.MethodPost, "/agui/threads/"+e.id("t")+"/import", strings.NewReader(lines[3]), e.as(user)...), 400, "")
+	}},
+
 	// Duplicate member names: one rule for every document the proxy reads (refused, 400).
 	dupImport("run-id-twice", `{"formatVersion":1,"runs":[{"runId":"r1","runId":"r2","status":"finished","eventList":[]}]}`),
 	dupImport("runs-twice", `{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[]}],"runs":[{"runId":"r2","status":"finished","eventList":[]}]}`),

@@ -30,6 +30,38 @@ type ThreadView struct {
 	Status   string          `json:"status"`
 	Messages json.RawMessage `json:"messages"`
 	State    json.RawMessage `json:"state"`
+	// EventsOmitted is set when the branch holds events the official client rejects (an
+	// orphan, a MESSAGES_SNAPSHOT with one invalid message): they are left out of messages
+	// and state, as from the prelude, where a CUSTOM agui-proxy.events_omitted event says so.
+	EventsOmitted *OmittedView `json:"eventsOmitted,omitempty"`
+}
+
+// OmittedView says how many events a thread's history left out, and why the first was.
+type OmittedView struct {
+	Omitted int    `json:"omitted"`
+	Reason  string `json:"reason"`
+}
+
+// omittedIn sums the agui-proxy.events_omitted markers of a compacted branch (nil: none).
+func omittedIn(events []compact.Event) *OmittedView {
+	var out *OmittedView
+	for _, e := range events {
+		if e.Type != "CUSTOM" || !bytes.Contains(e.Raw, []byte(compact.OmittedEventName)) {
+			continue
+		}
+		var m struct {
+			Name  string      `json:"name"`
+			Value OmittedView `json:"value"`
+		}
+		if json.Unmarshal(e.Raw, &m) != nil || m.Name != compact.OmittedEventName {
+			continue
+		}
+		if out == nil {
+			out = &OmittedView{Reason: m.Value.Reason}
+		}
+		out.Omitted += m.Value.Omitted
+	}
+	return out
 }
 
 // RunView describes one run in GET {prefix}threads/{thread}/runs and in exports.
@@ -134,7 +166,8 @@ func (h *Handler) serveThread(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, fmt.Errorf("replaying thread %q: %w", th.ID, err))
 		return
 	}
-	writeJSON(w, ThreadView{ThreadID: recorder.ThreadIDOf(th.ID), RunID: run.RunID, Status: string(run.Status), Messages: messages, State: state})
+	writeJSON(w, ThreadView{ThreadID: recorder.ThreadIDOf(th.ID), RunID: run.RunID, Status: string(run.Status), Messages: messages, State: state,
+		EventsOmitted: omittedIn(events)})
 }
 
 // serveRuns answers the runs tree with statuses.

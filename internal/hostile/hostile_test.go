@@ -675,6 +675,32 @@ var cases = []tcase{
 				t.Fatalf("state %s", got)
 			}
 		}),
+	// A MESSAGES_SNAPSHOT with one invalid message: the official client rejects the whole
+	// event, so history, prelude and hydration leave it out, and each says so.
+	upstreamCase("bad-snapshot", "one-invalid-message", frames(fStarted, data(`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"user","content":"x"},{"id":"b"}]}`), fFinished),
+		func(t *testing.T, e *env, thread, run string, r reply) {
+			sameReplay(t, e, thread, run, r) // forwarded and recorded as sent
+			h := e.get(t, "/agui/threads/"+thread)
+			var v struct {
+				Messages      []map[string]any `json:"messages"`
+				EventsOmitted *struct {
+					Omitted int    `json:"omitted"`
+					Reason  string `json:"reason"`
+				} `json:"eventsOmitted"`
+			}
+			if h.status != 200 || json.Unmarshal(h.body, &v) != nil || v.EventsOmitted == nil || v.EventsOmitted.Omitted != 1 ||
+				!strings.Contains(v.EventsOmitted.Reason, "MESSAGES_SNAPSHOT") {
+				t.Fatalf("history %q: want eventsOmitted naming the snapshot", trunc(h.body))
+			}
+			for _, m := range v.Messages {
+				if m["id"] == "a" || m["id"] == "b" {
+					t.Fatalf("history holds message %v of the rejected snapshot", m["id"])
+				}
+			}
+			if a := e.get(t, "/agui/threads/"+thread+"/events"); !bytes.Contains(a.body, []byte(`"agui-proxy.events_omitted"`)) {
+				t.Fatalf("the prelude does not say it left the snapshot out: %q", trunc(a.body))
+			}
+		}),
 	upstreamCase("bad-patch", "huge-number", frames(fStarted, data(`{"type":"STATE_SNAPSHOT","snapshot":{"n":1e400}}`), fFinished), nil),
 
 	// Events after the terminal event: the live stream and every replay agree.

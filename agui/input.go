@@ -82,7 +82,9 @@ func foldKey(k string) string {
 //   - "parentRunId" is absent, null or a string that passes ValidateID;
 //   - "messages" is absent, null or an array of objects;
 //   - a protected member may appear once, spelled exactly; a case or snake_case variant of one
-//     ("THREADID", "thread_id") is refused rather than guessed at.
+//     ("THREADID", "thread_id") is refused rather than guessed at;
+//   - no member appears twice, nor two spellings of one that differ only in case, at the top
+//     level or in a message (CheckMembers, the rule of every document the proxy reads).
 //
 // Errors wrap ErrInvalidRunInput (and ErrInvalidID for bad ids).
 func DecodeRunInput(body []byte) (*RunInput, error) {
@@ -99,6 +101,12 @@ func DecodeRunInput(body []byte) (*RunInput, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// runInputOpaque marks what CheckMembers leaves alone in a RunAgentInput: every member's
+// value but the messages, and inside each message every member's value.
+func runInputOpaque(path []string) bool {
+	return path[0] != "messages" || len(path) > 2
 }
 
 // scanMembers reads the top-level members of body (valid UTF-8), refusing variant spellings
@@ -187,6 +195,13 @@ func decodeMembers(body []byte) (*RunInput, error) {
 
 // readMembers reads the ids and messages out of the members.
 func (in *RunInput) readMembers() (err error) {
+	// The one rule for every document the proxy reads (CheckMembers): no member twice, nor
+	// two spellings of one, at the top level and in the messages, whose ids and roles the
+	// proxy reads; what it forwards without reading (content, state, tools, context,
+	// forwardedProps) is the agent's to read.
+	if err := CheckMembers(in.Body, runInputOpaque); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRunInput, err)
+	}
 	if in.ThreadID, err = requiredID(in.Fields, "threadId"); err != nil {
 		return err
 	}

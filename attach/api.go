@@ -30,6 +30,38 @@ type ThreadView struct {
 	Status   string          `json:"status"`
 	Messages json.RawMessage `json:"messages"`
 	State    json.RawMessage `json:"state"`
+	// EventsOmitted is set when the branch holds events the official client rejects (an
+	// orphan, a MESSAGES_SNAPSHOT with one invalid message): they are left out of messages
+	// and state, as from the prelude, where a CUSTOM agui-proxy.events_omitted event says so.
+	EventsOmitted *OmittedView `json:"eventsOmitted,omitempty"`
+}
+
+// OmittedView says how many events a thread's history left out, and why the first was.
+type OmittedView struct {
+	Omitted int    `json:"omitted"`
+	Reason  string `json:"reason"`
+}
+
+// omittedIn sums the agui-proxy.events_omitted markers of a compacted branch (nil: none).
+func omittedIn(events []compact.Event) *OmittedView {
+	var out *OmittedView
+	for _, e := range events {
+		if e.Type != "CUSTOM" || !bytes.Contains(e.Raw, []byte(compact.OmittedEventName)) {
+			continue
+		}
+		var m struct {
+			Name  string      `json:"name"`
+			Value OmittedView `json:"value"`
+		}
+		if json.Unmarshal(e.Raw, &m) != nil || m.Name != compact.OmittedEventName {
+			continue
+		}
+		if out == nil {
+			out = &OmittedView{Reason: m.Value.Reason}
+		}
+		out.Omitted += m.Value.Omitted
+	}
+	return out
 }
 
 // RunView describes one run in GET {prefix}threads/{thread}/runs and in exports.
@@ -134,7 +166,8 @@ func (h *Handler) serveThread(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, fmt.Errorf("replaying thread %q: %w", th.ID, err))
 		return
 	}
-	writeJSON(w, ThreadView{ThreadID: recorder.ThreadIDOf(th.ID), RunID: run.RunID, Status: string(run.Status), Messages: messages, State: state})
+	writeJSON(w, ThreadView{ThreadID: recorder.ThreadIDOf(th.ID), RunID: run.RunID, Status: string(run.Status), Messages: messages, State: state,
+		EventsOmitted: omittedIn(events)})
 }
 
 // serveRuns answers the runs tree with statuses.
@@ -229,7 +262,9 @@ func (h *Handler) serveImport(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, h.log, err)
 		return
 	}
-	runs, err := ImportThread(ctx, h.store, ImportTarget{ThreadID: threadID, Owner: owner, Route: h.threads.Route()}, doc)
+	// Each store call of the import is bounded by StoreTimeout, not the import: its deadline
+	// grows with the document (see ImportThreadBounded).
+	runs, err := ImportThreadBounded(ctx, h.store, ImportTarget{ThreadID: threadID, Owner: owner, Route: h.threads.Route()}, doc, h.cfg.StoreTimeout)
 	if err != nil {
 		writeErr(w, r, h.log, err)
 		return
@@ -245,10 +280,30 @@ func DecodeExport(data []byte) (ExportDoc, error) {
 		// Refused like a run body with invalid UTF-8 (JSON text is UTF-8).
 		return doc, fmt.Errorf("%w: the document is not valid UTF-8", problem.ErrInvalidImport)
 	}
+	if !agui.Valid(data) {
+		err := json.Unmarshal(data, &doc) // says where it is malformed
+		if err == nil {
+			err = errors.New("not one JSON value")
+		}
+		return doc, fmt.Errorf("%w: %v", problem.ErrInvalidImport, err)
+	}
+	// The proxy's one rule for the documents it reads (agui.CheckMembers): a member twice, or
+	// two spellings of one, are refused rather than read as the last. The events are kept as
+	// recorded (their reader is the client, which takes the last, as the proxy's event type
+	// does).
+	if err := agui.CheckMembers(data, exportOpaque); err != nil {
+		return doc, fmt.Errorf("%w: %v", problem.ErrInvalidImport, err)
+	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return doc, fmt.Errorf("%w: %v", problem.ErrInvalidImport, err)
 	}
 	return doc, nil
+}
+
+// exportOpaque marks the parts of an export document kept as they were recorded: each event
+// of a run's eventList.
+func exportOpaque(path []string) bool {
+	return len(path) == 4 && path[0] == "runs" && path[2] == "eventList"
 }
 
 // ValidateExport checks doc exactly as ImportThread does before writing, without a store:
@@ -276,8 +331,27 @@ func (to ImportTarget) Key() string { return recorder.ThreadKey(to.Owner, to.Rou
 // problem.ErrThreadNotEmpty; a failed write removes the runs it created. Store errors are
 // mapped by problem.StoreErr. Runs keep their recorded start (createdAt), so the thread keeps
 // its creation time and its place in the thread list; updatedAt becomes the time of the
-// import. It returns the number of runs written.
+// import. It returns the number of runs written. It is ImportThreadBounded without a bound
+// per store call (ctx bounds the whole import).
 func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, doc ExportDoc) (int, error) {
+	return ImportThreadBounded(ctx, store, to, doc, 0)
+}
+
+// Import writes are bounded: one Append carries at most ImportBatchEvents events and about
+// ImportBatchBytes bytes, so that a run of a million events is many store calls of a bounded
+// size (one Lua call on Redis, one transaction on disk), never one call as large as the run.
+const (
+	ImportBatchEvents = 4096
+	ImportBatchBytes  = 4 << 20
+)
+
+// ImportThreadBounded is ImportThread with each store call bounded by callTimeout (0: no
+// bound but ctx's): the deadline of an import grows with the document, one store call at a
+// time, instead of one fixed deadline for a write whose cost grows with the document (a
+// 100,000-run document, or a run of 1,000,000 events, could never finish within
+// AGUI_STORE_TIMEOUT on Redis, and a retry could never succeed). A store that does not answer
+// one call within callTimeout still fails the import (503 StoreUnavailable), rolled back.
+func ImportThreadBounded(ctx context.Context, store recorder.Store, to ImportTarget, doc ExportDoc, callTimeout time.Duration) (int, error) {
 	if err := agui.ValidateID("threadId", to.ThreadID); err != nil {
 		return 0, err
 	}
@@ -287,15 +361,38 @@ func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, do
 	if err != nil {
 		return 0, err
 	}
-	if _, err := store.Thread(ctx, threadID); err == nil {
+	call := func(fn func(ctx context.Context) error) error {
+		if callTimeout <= 0 {
+			return fn(ctx)
+		}
+		cctx, cancel := context.WithTimeoutCause(ctx, callTimeout, problem.ErrStoreTimeout)
+		defer cancel()
+		err := fn(cctx)
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), problem.ErrStoreTimeout) {
+			err = fmt.Errorf("%w: %w", problem.ErrStoreUnavailable, problem.ErrStoreTimeout)
+		}
+		return err
+	}
+	if err := call(func(ctx context.Context) error { _, err := store.Thread(ctx, threadID); return err }); err == nil {
 		return 0, problem.ErrThreadNotEmpty // exists (ours or not: nothing is revealed beyond "not empty")
 	} else if !errors.Is(err, recorder.ErrThreadNotFound) {
 		return 0, storeErr(err)
 	}
 	var created []string
 	undo := func() {
+		// Also when the client left (the import is rolled back whole); each deletion bounded
+		// like any call, and given up on once the store stopped answering.
+		uctx := context.WithoutCancel(ctx)
 		for i := len(created) - 1; i >= 0; i-- {
-			store.DeleteRun(context.WithoutCancel(ctx), threadID, created[i])
+			dctx, cancel := uctx, context.CancelFunc(func() {})
+			if callTimeout > 0 {
+				dctx, cancel = context.WithTimeout(uctx, callTimeout)
+			}
+			err := store.DeleteRun(dctx, threadID, created[i])
+			cancel()
+			if err != nil && dctx.Err() != nil {
+				return
+			}
 		}
 	}
 	for _, b := range batches {
@@ -306,7 +403,10 @@ func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, do
 			b.Events[i].Frame, _ = sse.AppendEvent(nil, sse.Event{
 				ID: recorder.Cursor{RunID: run.RunID, Epoch: run.Epoch, Seq: b.Events[i].Seq}.String(), Data: b.Events[i].Frame})
 		}
-		if _, err := store.CreateRun(ctx, run, recorder.CreateOptions{At: b.Run.CreatedAt}); err != nil {
+		if err := call(func(ctx context.Context) error {
+			_, err := store.CreateRun(ctx, run, recorder.CreateOptions{At: b.Run.CreatedAt})
+			return err
+		}); err != nil {
 			undo()
 			if errors.Is(err, recorder.ErrThreadNotFound) || errors.Is(err, recorder.ErrRunAlreadyStarted) || errors.Is(err, recorder.ErrThreadRoomMismatch) {
 				return 0, problem.ErrThreadNotEmpty // another writer got there first
@@ -314,9 +414,21 @@ func ImportThread(ctx context.Context, store recorder.Store, to ImportTarget, do
 			return 0, storeErr(err)
 		}
 		created = append(created, run.RunID)
-		err := store.Append(ctx, []recorder.Batch{{Run: run, Events: b.Events}})
+		var err error
+		for evs := b.Events; len(evs) > 0 && err == nil; {
+			n, size := 0, 0
+			for n < len(evs) && n < ImportBatchEvents && (n == 0 || size+len(evs[n].Frame) <= ImportBatchBytes) {
+				size += len(evs[n].Frame)
+				n++
+			}
+			part := evs[:n]
+			evs = evs[n:]
+			err = call(func(ctx context.Context) error { return store.Append(ctx, []recorder.Batch{{Run: run, Events: part}}) })
+		}
 		if err == nil {
-			err = store.FinishRun(ctx, threadID, run.RunID, b.Run.Status, b.Run.Detail, int64(len(b.Events)))
+			err = call(func(ctx context.Context) error {
+				return store.FinishRun(ctx, threadID, run.RunID, b.Run.Status, b.Run.Detail, int64(len(b.Events)))
+			})
 		}
 		if err != nil {
 			undo()

@@ -96,8 +96,8 @@ func benchBulkExport(b *testing.B, kind string, threads int) {
 		}
 	}
 	for b.Loop() {
-		if lines := export(func() {}); lines != int64(threads) {
-			b.Fatalf("export has %d lines, want %d", lines, threads)
+		if lines := export(func() {}); lines != int64(threads)+1 {
+			b.Fatalf("export has %d lines, want %d and the end line", lines, threads)
 		}
 	}
 	b.ReportMetric(float64(threads*b.N)/b.Elapsed().Seconds(), "threads/s")

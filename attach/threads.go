@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/problem"
 	"github.com/agui-proxy/agui-proxy/recorder"
 )
@@ -133,6 +135,7 @@ func (h *Handler) serveBulkExport(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	q.Limit = exportPage
 	started := false
+	exported := 0
 	// bounded bounds one store wait (StoreTimeout), not the stream.
 	bounded := func() (context.Context, context.CancelFunc) {
 		if h.cfg.StoreTimeout <= 0 {
@@ -174,11 +177,46 @@ func (h *Handler) serveBulkExport(w http.ResponseWriter, r *http.Request) {
 			}
 			rc.Flush()
 		}
+		exported += len(page.Threads)
 		if page.NextCursor == "" {
+			// The end line: an export without it was cut (the cursor of its last line continues
+			// it).
+			rc.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+			w.Write(AppendExportEnd(nil, exported))
+			rc.Flush()
 			return
 		}
 		q.Cursor = page.NextCursor
 	}
+}
+
+// ExportEndKey is the only member of the bulk export's last line: {"agui-proxy.exportEnd":
+// {"threads":N}}, N the export documents before it. A bulk export (GET {prefix}export,
+// agui-proxy export) that lacks it was cut; importers skip it (ParseExportEnd).
+const ExportEndKey = "agui-proxy.exportEnd"
+
+// AppendExportEnd appends the bulk export's end line for threads documents.
+func AppendExportEnd(dst []byte, threads int) []byte {
+	return fmt.Appendf(dst, "{%q:{\"threads\":%d}}\n", ExportEndKey, threads)
+}
+
+// ParseExportEnd reports whether line (without its newline) is a bulk export's end line, and
+// the number of documents it says came before it.
+func ParseExportEnd(line []byte) (threads int, ok bool) {
+	if !bytes.Contains(line, []byte(ExportEndKey)) || !agui.Valid(line) || agui.CheckMembers(line, nil) != nil {
+		return 0, false
+	}
+	var end map[string]struct {
+		Threads *int `json:"threads"`
+	}
+	if json.Unmarshal(line, &end) != nil || len(end) != 1 {
+		return 0, false
+	}
+	v, found := end[ExportEndKey]
+	if !found || v.Threads == nil || *v.Threads < 0 {
+		return 0, false
+	}
+	return *v.Threads, true
 }
 
 // AppendExportLine appends doc as one line of the bulk export (NDJSON: the JSON document,

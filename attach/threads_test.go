@@ -188,9 +188,14 @@ func TestBulkExport(t *testing.T) {
 			t.Fatalf("GET export = %d %s", code, b)
 		}
 		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-		if len(lines) != n {
-			t.Fatalf("bulk export has %d lines, want %d:\n%s", len(lines), n, b)
+		if len(lines) != n+1 {
+			t.Fatalf("bulk export has %d lines, want %d and the end line:\n%s", len(lines), n, b)
 		}
+		// The last line says the export is whole, and how many documents came before it.
+		if got, ok := attach.ParseExportEnd([]byte(lines[n])); !ok || got != n {
+			t.Fatalf("the export's last line %q: end %v, %d threads; want the end line of %d", lines[n], ok, got, n)
+		}
+		lines = lines[:n]
 		var docs []attach.ExportDoc
 		for _, l := range lines {
 			var d attach.ExportDoc
@@ -208,6 +213,10 @@ func TestBulkExport(t *testing.T) {
 		// Resuming after the third thread gives exactly the rest.
 		code, b = e.do(t, http.MethodGet, "/agui/export?cursor="+url.QueryEscape(docs[2].Cursor), as("alice"))
 		rest := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		if end, ok := attach.ParseExportEnd([]byte(rest[len(rest)-1])); !ok || end != n-3 {
+			t.Errorf("the continued export's last line %q, want the end line of %d", rest[len(rest)-1], n-3)
+		}
+		rest = rest[:len(rest)-1]
 		if code != http.StatusOK || len(rest) != n-3 || !strings.Contains(rest[0], `"threadId":"`+docs[3].ThreadID+`"`) {
 			t.Errorf("export after the 3rd thread = %d, %d lines, want %d starting with %s", code, len(rest), n-3, docs[3].ThreadID)
 		}
@@ -302,7 +311,7 @@ func TestBulkExportOutlivesStoreTimeout(t *testing.T) {
 	if took := time.Since(start); took < storeTimeout {
 		t.Fatalf("the export took %v, less than the store timeout %v: the test proves nothing", took, storeTimeout)
 	}
-	if lines != threads {
-		t.Fatalf("a bulk export read for longer than StoreTimeout has %d lines, want %d", lines, threads)
+	if lines != threads+1 {
+		t.Fatalf("a bulk export read for longer than StoreTimeout has %d lines, want %d and the end line", lines, threads)
 	}
 }

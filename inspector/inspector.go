@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 //go:embed assets
@@ -44,6 +45,13 @@ func Handler(prefix string) http.Handler {
 			// under a route prefix the server stripped before this handler.
 			w.Header().Set("Location", Path)
 			w.WriteHeader(http.StatusMovedPermanently)
+			return
+		}
+		if name := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, prefix+Path), "/"); name != "" && (!utf8.ValidString(name) || !fs.ValidPath(name)) {
+			// A name no file can have (invalid UTF-8, "." or ".." elements): the client's
+			// mistake, 404 like any file the page does not hold (the file server would take
+			// the file system's refusal for its own failure and answer 500).
+			http.NotFound(w, r)
 			return
 		}
 		h := w.Header()

@@ -284,7 +284,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*run, *http.Req
 			// the stream. They are written from ServeHTTP's frame.
 			return nil, r
 		}
-		// History, runs, import and stop answer once the store did: bound the wait (503
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/import") {
+			// An import bounds each of its store calls (attach.ImportThreadBounded): its
+			// deadline grows with the document.
+			h.attach.ServeHTTP(w, r)
+			return nil, nil
+		}
+		// History, runs and stop answer once the store did: bound the wait (503
 		// StoreUnavailable after StoreTimeout).
 		ctx, cancel := context.WithTimeoutCause(r.Context(), h.cfg.StoreTimeout, problem.ErrStoreTimeout)
 		defer cancel()

@@ -26,6 +26,8 @@ type metrics struct {
 	threadsListed  prometheus.Counter
 	hydrated       *prometheus.CounterVec // by what: messages, state
 	irregular      *prometheus.CounterVec // by kind (irregularKinds)
+	nonSSEFrames   prometheus.Counter
+	nonSSEBytes    prometheus.Counter
 }
 
 // knownEventTypes bounds the event_type label: agent-chosen unknown types count as "OTHER".
@@ -66,6 +68,10 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 			Help: "Threads deleted through DELETE {prefix}threads/{thread}."}),
 		threadsListed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "threads_listed_total",
 			Help: "Threads returned by thread listings and bulk exports (index entries read)."}),
+		nonSSEFrames: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_non_sse_frames_total",
+			Help: "Frames of agents' run streams holding lines that are not SSE (neither a comment nor a data, event, id or retry field): forwarded as sent, never recorded; an unterminated one the stream ends in is dropped."}),
+		nonSSEBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_non_sse_bytes_total",
+			Help: "Bytes of the frames counted in upstream_non_sse_frames_total."}),
 		hydrated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hydrated_runs_total",
 			Help: "Run requests whose messages or state the proxy rebuilt from the stored branch (AGUI_HYDRATE), by what."}, []string{"what"}),
 		irregular: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_irregular_events_total",
@@ -80,7 +86,7 @@ func newMetrics(reg prometheus.Registerer, h *Handler) *metrics {
 	w := h.writer
 	reg.MustRegister(panics.Collectors()...)
 	reg.MustRegister(m.runs, events, m.bytesIn, m.eventsOut, m.bytesOut, m.clientsDropped, m.attached, m.resumes, m.prelude,
-		m.threadsDeleted, m.threadsListed, m.hydrated, m.irregular,
+		m.threadsDeleted, m.threadsListed, m.hydrated, m.irregular, m.nonSSEFrames, m.nonSSEBytes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "active_runs", Help: "Runs this process is pumping."},
 			func() float64 { return float64(h.runs.live.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "recorder_queue_depth", Help: "Events waiting to be stored."},
@@ -135,6 +141,15 @@ func (m *metrics) irregularEvent(kind string) {
 	if m != nil {
 		m.irregular.WithLabelValues(kind).Inc()
 	}
+}
+
+// nonSSE counts a frame of n bytes holding lines that are not SSE.
+func (m *metrics) nonSSE(n int) {
+	if m == nil {
+		return
+	}
+	m.nonSSEFrames.Inc()
+	m.nonSSEBytes.Add(float64(n))
 }
 
 func (m *metrics) runEnded(outcome string) {

@@ -101,6 +101,9 @@ type run struct {
 	// open is what the agent's stream opened and did not close yet, for a stop to close
 	// (pump goroutine only).
 	open openStreams
+	// foreign counts the agent's frames holding lines that are not SSE (sse.Frame.Foreign)
+	// and their bytes, forwarded or (an unterminated last piece) dropped; logged at the end.
+	foreign, foreignBytes, foreignDropped int
 	// status and detail are how the run ended, once it did; settled is the seq its end was
 	// recorded through (0: not yet).
 	status  recorder.RunStatus
@@ -261,13 +264,34 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 		if r.markFrame != nil {
 			r.markFrame()
 		}
+		if f.Foreign > 0 {
+			// Bytes that are not SSE (a JSON body, compressed bytes sent as an event stream):
+			// WHATWG parsing ignores them; counted, and said once when the run ends.
+			r.foreign++
+			r.foreignBytes += len(f.Raw)
+			if !f.Terminated {
+				r.foreignDropped++
+			}
+			h.metrics.nonSSE(len(f.Raw))
+		}
 		if !f.HasData {
-			// Comments, heartbeats, blank lines: forwarded as they are, not recorded. Not an
-			// unterminated one the stream ended in: without its blank line it would run into
-			// the frame the proxy writes next (its RUN_ERROR, or RUN_STARTED), and the client
-			// would read that frame's first line as part of it.
+			// Comments, heartbeats, blank lines, lines that are not SSE: forwarded as they
+			// are, not recorded. Not an unterminated one the stream ended in: without its
+			// blank line it would run into the frame the proxy writes next (its RUN_ERROR, or
+			// RUN_STARTED), and the client would read that frame's first line as part of it.
+			// A frame whose blank line is a lone CR gets an LF after it, for the same reason:
+			// the official client splits lines on LF only, so the proxy's next frame would
+			// start on the line of the agent's last bytes.
 			if f.Terminated {
-				r.publish(live.Event{Frame: append([]byte(nil), f.Raw...), More: rd.FrameBuffered()})
+				raw := f.Raw
+				if f.HasRetry {
+					raw, _ = sse.DropRetry(raw) // the agent's reconnection delay is not the client's (below)
+				}
+				fr := append(make([]byte, 0, len(raw)+1), raw...)
+				if n := len(fr); n > 0 && fr[n-1] != '\n' {
+					fr = append(fr, '\n')
+				}
+				r.publish(live.Event{Frame: fr, More: rd.FrameBuffered()})
 			}
 			continue
 		}
@@ -327,6 +351,15 @@ func (r *run) pumpFrames(rd *sse.Reader) (err error) {
 		}
 		r.open.observe(typ, f.Data)
 		r.seq++
+		if f.HasRetry {
+			// The agent's reconnection delay is not the client's: the client reconnects to
+			// the proxy (a resume, an attach with AGUI_ATTACH_RETRY), and "retry: 0" would make
+			// an EventSource reconnect at once, again and again. The field is dropped, live and
+			// recorded; the frame's other bytes are kept.
+			g := *f
+			g.Raw, _ = sse.DropRetry(f.Raw)
+			f = &g
+		}
 		out := f.AppendWithID(make([]byte, 0, len(f.Raw)+len(r.meta.RunID)+32), r.cursor())
 		terminal := agui.IsTerminal(typ) // (r.terminal is "" here, or the run goes on after it)
 		// later: the clients first, then the recorder (which never fails then), so a client
@@ -416,6 +449,11 @@ func (r *run) end(readErr error) {
 				slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
 				slog.String("kind", kind), slog.Int("events", n), slog.String("terminal", r.terminal))
 		}
+	}
+	if r.foreign > 0 {
+		h.log.LogAttrs(context.Background(), slog.LevelWarn, "the agent's stream held bytes that are not SSE: forwarded in frames without data, not recorded",
+			slog.String("thread_id", r.meta.ThreadID), slog.String("run_id", r.meta.RunID),
+			slog.Int("frames", r.foreign), slog.Int("bytes", r.foreignBytes), slog.Int("dropped_unterminated", r.foreignDropped))
 	}
 	status, detail := r.status, r.detail
 	switch {

@@ -49,7 +49,21 @@ type DiskConfig struct {
 	Now func() time.Time
 	// Logger receives the recovery report at open and write failures (nil: discard).
 	Logger *slog.Logger
+	// ReserveBytes is the size of a file (DiskReserveFileName) the store keeps beside its
+	// database while the file system has room, and gives back when a delete (DeleteThread,
+	// DeleteRun) or a retention sweep finds the disk full: bbolt writes copies of the pages a
+	// delete changes before it frees the old ones, so on a disk with no byte left a delete
+	// could not run without it. It is made at most a quarter of the space the file system
+	// has free. 0: DefaultDiskReserve; negative: no reserve.
+	ReserveBytes int64
 }
+
+// DefaultDiskReserve is DiskConfig.ReserveBytes' default: room for the copy-on-write pages
+// of deletes (a thread delete rewrites a few pages per bucket it touches).
+const DefaultDiskReserve = 1 << 20
+
+// DiskReserveFileName is the name of the DiskStore's reserve file inside DiskConfig.Dir.
+const DiskReserveFileName = "agui.reserve"
 
 // DiskFileName is the name of the DiskStore's database file inside DiskConfig.Dir.
 const DiskFileName = "agui.db"
@@ -163,7 +177,11 @@ type diskStats struct {
 //
 // A full disk makes writes fail with ErrDiskFull (rolled back, nothing half written) and
 // Ping report it until a write succeeds again: the Writer keeps retrying with backoff and
-// its buffer, then the gap, cover the outage exactly as for a Redis outage.
+// its buffer, then the gap, cover the outage exactly as for a Redis outage. Reads go on, the
+// store opens on a full disk (the runs to end as interrupted are ended once a write fits
+// again), and deletes and retention can free space: they use the reserve file
+// (DiskConfig.ReserveBytes) when nothing else is left, and the pages they free take the next
+// writes (bbolt reuses them in place; the file never shrinks).
 //
 // It implements Follower (in-process notification) and Leaser.
 type DiskStore struct {
@@ -182,11 +200,28 @@ type DiskStore struct {
 	notifyMu sync.Mutex
 	notify   map[string]chan struct{} // runKey → closed by the next change of the run
 
-	sweepMu   sync.Mutex
-	nextSweep time.Time
+	sweepMu       sync.Mutex
+	nextSweep     time.Time
+	nextFullSweep time.Time   // sweepFull's earliest next run
+	sweeping      atomic.Bool // sweepFull is running
 
 	stats atomic.Pointer[diskStats]
+
+	// The runs the previous process left running, until a write ended them (see recover).
+	recoverMu  sync.Mutex // held by recover only
+	cuts       []runCut
+	cutsLeft   atomic.Int32 // len(cuts)
+	recovering atomic.Bool  // recoverLater's goroutine runs
+
+	// The reserve file (DiskConfig.ReserveBytes); reserved is false once it was given back.
+	reserveMu   sync.Mutex
+	reservePath string
+	reserved    atomic.Bool
+	nextReserve time.Time // earliest time to try making the reserve again
 }
+
+// runCut is a run the previous process left running.
+type runCut struct{ thread, run string }
 
 // OpenDiskStore opens (creating if needed) the store in cfg.Dir and ends the runs the
 // previous process left running (see DiskStore).
@@ -227,24 +262,57 @@ func OpenDiskStore(ctx context.Context, cfg DiskConfig) (*DiskStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disk store %s: %w", path, err)
 	}
-	s := &DiskStore{cfg: cfg, db: db, commit: groupCommit{db: db}, log: log, path: path, done: make(chan struct{}), notify: map[string]chan struct{}{}}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketThreads, bucketRuns, bucketOrder, bucketEvents, bucketCkpt, bucketRunning, bucketMeta, bucketIndex} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
+	s := &DiskStore{cfg: cfg, db: db, commit: groupCommit{db: db}, log: log, path: path, done: make(chan struct{}), notify: map[string]chan struct{}{},
+		reservePath: filepath.Join(cfg.Dir, DiskReserveFileName)}
+	buckets := [][]byte{bucketThreads, bucketRuns, bucketOrder, bucketEvents, bucketCkpt, bucketRunning, bucketMeta, bucketIndex}
+	// An existing store is opened without a write (a full disk must not keep it shut): the
+	// buckets are created only when one is missing.
+	missing := false
+	err = db.View(func(tx *bolt.Tx) error {
+		for _, b := range buckets {
+			missing = missing || tx.Bucket(b) == nil
 		}
-		var st diskStats
-		if v := tx.Bucket(bucketMeta).Get([]byte("stats")); v != nil {
-			if err := json.Unmarshal(v, &st); err != nil {
-				return fmt.Errorf("stats record: %w", err)
-			}
-		}
-		s.stats.Store(&st)
 		return nil
 	})
+	if err == nil && missing {
+		err = db.Update(func(tx *bolt.Tx) error {
+			for _, b := range buckets {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	if err == nil {
-		err = s.recover(ctx)
+		err = db.View(func(tx *bolt.Tx) error {
+			var st diskStats
+			if v := tx.Bucket(bucketMeta).Get([]byte("stats")); v != nil {
+				if err := json.Unmarshal(v, &st); err != nil {
+					return fmt.Errorf("stats record: %w", err)
+				}
+			}
+			s.stats.Store(&st)
+			return nil
+		})
+	}
+	if err == nil {
+		err = s.scanCuts()
+	}
+	if err == nil {
+		s.makeReserve()
+		if s.fsRoom() < diskCushion {
+			// Full already, the file cannot grow: say so (Ping, readiness) before a write finds
+			// it (bbolt's free pages may take small writes, not a large chunk of events).
+			full := fmt.Errorf("%w: the file system holds less than %d KiB (%s)", ErrDiskFull, diskCushion>>10, path)
+			s.writeErr.Store(&full)
+		}
+		if err = s.recover(ctx); errors.Is(err, ErrDiskFull) {
+			// Reads stay possible; the runs are ended once a write fits (recover runs again).
+			log.Warn("disk store opened on a full disk: it serves reads and deletes, and records again once space is freed",
+				slog.String("path", path), slog.Int("runs_to_end", len(s.cuts)), slog.Any("err", err))
+			err = nil
+		}
 	}
 	if err != nil {
 		db.Close()
@@ -259,44 +327,178 @@ const InterruptedDetail = "INTERRUPTED"
 // interruptedData is the RUN_ERROR the store appends to a run its previous process left open.
 var interruptedData = []byte(`{"type":"RUN_ERROR","message":"agui-proxy: the proxy serving this run stopped before it ended","code":"INTERRUPTED"}`)
 
-// recover ends every run left running by a previous process.
-func (s *DiskStore) recover(ctx context.Context) error {
-	type cut struct{ thread, run string }
-	var cuts []cut
-	err := s.db.View(func(tx *bolt.Tx) error {
+// scanCuts lists the runs a previous process left running (s.cuts), for recover.
+func (s *DiskStore) scanCuts() error {
+	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketRunning).ForEach(func(k, _ []byte) error {
 			th, run, ok := bytes.Cut(k, []byte{0})
 			if !ok {
 				return fmt.Errorf("running index: malformed key %q", k)
 			}
-			cuts = append(cuts, cut{string(th), string(run)})
+			s.cuts = append(s.cuts, runCut{string(th), string(run)})
+			s.cutsLeft.Store(int32(len(s.cuts)))
 			return nil
 		})
 	})
-	if err != nil {
-		return err
-	}
-	for _, c := range cuts {
+}
+
+// recover ends every run left running by a previous process (listed at open, s.cuts) with
+// a RUN_ERROR INTERRUPTED. On a full disk it stops at the first write that does not fit and
+// keeps the rest for the next call: Ping and the first write that succeeds after a failed
+// one call it again.
+func (s *DiskStore) recover(ctx context.Context) error {
+	s.recoverMu.Lock()
+	defer s.recoverMu.Unlock()
+	for len(s.cuts) > 0 {
+		c := s.cuts[0]
 		r, err := s.Run(ctx, c.thread, c.run)
-		if errors.Is(err, ErrRunNotFound) || errors.Is(err, ErrThreadNotFound) {
-			s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRunning).Delete(runKey(c.thread, c.run)) })
-			continue
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrRunNotFound) || errors.Is(err, ErrThreadNotFound):
+			if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRunning).Delete(runKey(c.thread, c.run)) }); err != nil {
+				return err
+			}
+		case err != nil:
 			return err
+		case r.Status == StatusRunning:
+			seq := r.LastSeq + 1
+			frame, _ := sse.AppendEvent(nil, sse.Event{ID: Cursor{RunID: r.RunID, Epoch: r.Epoch, Seq: seq}.String(), Data: interruptedData})
+			if err := s.Append(ctx, []Batch{{Run: r, Events: []Event{{Seq: seq, Type: agui.RunError, Frame: frame}}}}); err != nil {
+				return err
+			}
+			if err := s.FinishRun(ctx, c.thread, c.run, StatusInterrupted, InterruptedDetail, seq); err != nil {
+				return err
+			}
+			s.log.Warn("ended a run the previous process left running", slog.String("thread_id", c.thread),
+				slog.String("run_id", c.run), slog.Int64("last_stored_seq", r.LastSeq))
 		}
-		seq := r.LastSeq + 1
-		frame, _ := sse.AppendEvent(nil, sse.Event{ID: Cursor{RunID: r.RunID, Epoch: r.Epoch, Seq: seq}.String(), Data: interruptedData})
-		if err := s.Append(ctx, []Batch{{Run: r, Events: []Event{{Seq: seq, Type: agui.RunError, Frame: frame}}}}); err != nil {
-			return err
-		}
-		if err := s.FinishRun(ctx, c.thread, c.run, StatusInterrupted, InterruptedDetail, seq); err != nil {
-			return err
-		}
-		s.log.Warn("ended a run the previous process left running", slog.String("thread_id", c.thread),
-			slog.String("run_id", c.run), slog.Int64("last_stored_seq", r.LastSeq))
+		// A run no longer running was ended meanwhile (an orphan reaper, a delete and a new
+		// run under the same id would have another epoch but the same key: it is this
+		// process's, and left alone).
+		s.cuts = s.cuts[1:]
+		s.cutsLeft.Store(int32(len(s.cuts)))
 	}
 	return nil
+}
+
+// recoverLater runs recover in the background, when runs are left to end. It never blocks:
+// its callers may hold the close lock, which recover's own store calls take.
+func (s *DiskStore) recoverLater() {
+	if s.cutsLeft.Load() == 0 || !s.recovering.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.recovering.Store(false)
+		if err := s.recover(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
+			s.log.Warn("disk store: ending the runs the previous process left running failed; tried again later", slog.Any("err", err))
+		}
+	}()
+}
+
+// makeReserve makes (or completes) the reserve file, at most a quarter of the file system's
+// free space; it is best effort: a store without its reserve works, its deletes on a full
+// disk only depend on the pages bbolt has free.
+func (s *DiskStore) makeReserve() {
+	want := s.cfg.ReserveBytes
+	if want == 0 {
+		want = DefaultDiskReserve
+	}
+	if want < 0 {
+		return
+	}
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	if s.reserved.Load() {
+		return
+	}
+	now := time.Now()
+	if now.Before(s.nextReserve) {
+		return
+	}
+	s.nextReserve = now.Add(time.Second)
+	have := int64(0)
+	if fi, err := os.Stat(s.reservePath); err == nil {
+		have = fi.Size()
+	}
+	if have < want {
+		var fsst syscall.Statfs_t
+		if err := syscall.Statfs(s.cfg.Dir, &fsst); err != nil {
+			return
+		}
+		if room := int64(fsst.Bavail) * int64(fsst.Bsize) / 4; have+room < want {
+			if have == 0 && room < 64<<10 {
+				return // not now: the file system has too little room
+			}
+			want = have + room
+		}
+		f, err := os.OpenFile(s.reservePath, os.O_WRONLY|os.O_CREATE, 0o600)
+		if err != nil {
+			return
+		}
+		// Written, not truncated: a sparse file would hold no blocks to give back.
+		_, err = f.WriteAt(make([]byte, want-have), have)
+		if err == nil && !s.cfg.NoSync {
+			err = f.Sync()
+		}
+		f.Close()
+		if err != nil {
+			os.Remove(s.reservePath)
+			return
+		}
+	}
+	s.reserved.Store(true)
+}
+
+// releaseReserve gives the reserve file back to the file system; it reports whether there
+// was one.
+func (s *DiskStore) releaseReserve() bool {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	if !s.reserved.Swap(false) {
+		return false
+	}
+	if err := os.Remove(s.reservePath); err != nil {
+		s.log.Warn("disk store: removing the reserve file failed", slog.String("path", s.reservePath), slog.Any("err", err))
+		return false
+	}
+	s.log.Warn("disk store: the disk is full; gave the reserve file back to let a delete free space", slog.String("path", s.reservePath))
+	return true
+}
+
+// freeing runs a delete's write: on a full disk it gives the reserve back and tries once
+// more, so that the delete's copy-on-write pages fit.
+func (s *DiskStore) freeing(fn func(tx *bolt.Tx) error) error {
+	err := s.write(fn, true)
+	if errors.Is(err, ErrDiskFull) && s.releaseReserve() {
+		err = s.write(fn, true)
+	}
+	return err
+}
+
+// diskCushion is the room a store without its reserve keeps for deletes (see write).
+const diskCushion = 256 << 10
+
+// shortOfRoom reports whether a write that is not a delete must be refused to keep room for
+// deletes: only once the reserve was given back (or never made) and while both the file
+// system and bbolt's free pages are below diskCushion.
+func (s *DiskStore) shortOfRoom() bool {
+	if s.cfg.ReserveBytes < 0 || s.reserved.Load() {
+		return false
+	}
+	return !s.hasRoom(diskCushion)
+}
+
+// hasRoom reports whether the file system or bbolt's free pages hold n bytes.
+func (s *DiskStore) hasRoom(n int64) bool {
+	return int64(s.db.Stats().FreePageN)*int64(s.db.Info().PageSize) >= n || s.fsRoom() >= n
+}
+
+// fsRoom is the file system's free space for the store's directory (unknown: as if ample).
+func (s *DiskStore) fsRoom() int64 {
+	var fsst syscall.Statfs_t
+	if syscall.Statfs(s.cfg.Dir, &fsst) != nil {
+		return 1 << 62
+	}
+	return int64(fsst.Bavail) * int64(fsst.Bsize)
 }
 
 // diskErr marks a full disk with ErrDiskFull.
@@ -337,7 +539,18 @@ func (e errAbort) Error() string {
 func (e errAbort) Unwrap() error { return e.err }
 
 // update runs fn in a write transaction and records the outcome for Ping.
-func (s *DiskStore) update(fn func(tx *bolt.Tx) error) error {
+func (s *DiskStore) update(fn func(tx *bolt.Tx) error) error { return s.write(fn, false) }
+
+// write is update; a delete or a run's end (deleting) may use the last free pages, any other write is
+// refused with ErrDiskFull while the store has given its reserve back and neither the file
+// system nor bbolt's free pages hold diskCushion bytes: those are kept for the next deletes.
+func (s *DiskStore) write(fn func(tx *bolt.Tx) error, deleting bool) error {
+	if !deleting && s.shortOfRoom() {
+		err := fmt.Errorf("%w: the store keeps its last %d KiB of free pages for deletes (%s)", ErrDiskFull, diskCushion>>10, s.path)
+		s.writeErr.Store(&err)
+		s.sweepFull()
+		return err
+	}
 	err := s.commit.update(fn)
 	var abort errAbort
 	if errors.As(err, &abort) {
@@ -349,10 +562,17 @@ func (s *DiskStore) update(fn func(tx *bolt.Tx) error) error {
 		if s.writeErr.Swap(&err) == nil {
 			s.log.Error("disk store write failed", slog.String("path", s.path), slog.Any("err", err))
 		}
+		if errors.Is(err, ErrDiskFull) {
+			s.sweepFull()
+		}
 		return err
 	}
 	if s.writeErr.Swap(nil) != nil {
 		s.log.Info("disk store writes succeed again", slog.String("path", s.path))
+		s.recoverLater()
+	}
+	if !s.reserved.Load() && s.cfg.ReserveBytes >= 0 {
+		s.makeReserve()
 	}
 	return nil
 }
@@ -509,6 +729,35 @@ func (s *DiskStore) sweep(tx *bolt.Tx, now time.Time) ([]string, error) {
 		woken = append(woken, runs...)
 	}
 	return woken, nil
+}
+
+// sweepFull runs the retention sweep in a transaction of its own when a write found the disk
+// full (the sweep inside that write was rolled back with it): expired threads are deleted,
+// with the reserve if need be, and their pages take the next writes. At most once a second.
+func (s *DiskStore) sweepFull() {
+	if s.cfg.TTL <= 0 || !s.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	defer s.sweeping.Store(false)
+	s.sweepMu.Lock()
+	now := s.now()
+	due := !now.Before(s.nextFullSweep)
+	if due {
+		s.nextFullSweep = now.Add(time.Second)
+		s.nextSweep = time.Time{} // the sweep below is due whatever the last one did
+	}
+	s.sweepMu.Unlock()
+	if !due {
+		return
+	}
+	var woken []string
+	if err := s.freeing(func(tx *bolt.Tx) error {
+		var err error
+		woken, err = s.sweep(tx, s.now())
+		return err
+	}); err == nil {
+		s.wake(woken...)
+	}
 }
 
 // wake releases the followers waiting on the runs (keys as runKey builds them).
@@ -692,7 +941,7 @@ func (s *DiskStore) DeleteRun(ctx context.Context, threadID, runID string) error
 	defer s.closeMu.RUnlock()
 	var now time.Time // read inside the transaction: writes are serialized, so times only grow
 	k := runKey(threadID, runID)
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.freeing(func(tx *bolt.Tx) error {
 		now = s.now()
 		t, err := s.thread(tx, threadID, now)
 		if err != nil {
@@ -1088,7 +1337,9 @@ func decodeChunk(dst []Event, b []byte, after int64, limit int) ([]Event, error)
 // FinishRun implements Store.
 func (s *DiskStore) FinishRun(ctx context.Context, threadID, runID string, status RunStatus, detail string, lastSeq int64) error {
 	k := runKey(threadID, runID)
-	err := s.writeRun(threadID, runID, func(tx *bolt.Tx, r *diskRun, now time.Time) error {
+	// A run's end may use the room kept for deletes (write): it is one record, and a thread
+	// whose run could not end stays busy, so it could not be deleted to free space.
+	err := s.writeRunAs(threadID, runID, true, func(tx *bolt.Tx, r *diskRun, now time.Time) error {
 		r.Status, r.Detail, r.Updated = string(status), detail, now.UnixMilli()
 		if lastSeq > r.Last {
 			gaps, err := parseGaps(r.Gaps)
@@ -1108,6 +1359,11 @@ func (s *DiskStore) FinishRun(ctx context.Context, threadID, runID string, statu
 
 // writeRun runs fn on an existing run's record in a write transaction and stores the record.
 func (s *DiskStore) writeRun(threadID, runID string, fn func(tx *bolt.Tx, r *diskRun, now time.Time) error) error {
+	return s.writeRunAs(threadID, runID, false, fn)
+}
+
+// writeRunAs is writeRun; small writes may use the room kept for deletes (see write).
+func (s *DiskStore) writeRunAs(threadID, runID string, small bool, fn func(tx *bolt.Tx, r *diskRun, now time.Time) error) error {
 	if err := validateIDs(threadID, &runID); err != nil {
 		return err
 	}
@@ -1117,7 +1373,7 @@ func (s *DiskStore) writeRun(threadID, runID string, fn func(tx *bolt.Tx, r *dis
 	defer s.closeMu.RUnlock()
 	var now time.Time // read inside the transaction: writes are serialized, so times only grow
 	k := runKey(threadID, runID)
-	return s.update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx) error {
 		now = s.now()
 		t, r, err := s.findRun(tx, threadID, runID, now)
 		if err != nil {
@@ -1130,7 +1386,7 @@ func (s *DiskStore) writeRun(threadID, runID string, fn func(tx *bolt.Tx, r *dis
 			return err
 		}
 		return s.refreshThread(tx, threadID, t, now)
-	})
+	}, small)
 }
 
 // findRun reads a live run; missing ones are errAbort-wrapped sentinels.
@@ -1399,13 +1655,25 @@ func (s *DiskStore) Checkpoint(ctx context.Context, threadID, runID string) ([]b
 }
 
 // Ping implements Store: it fails after Close, and while the last write failed (a full disk:
-// ErrDiskFull) until a write succeeds again.
+// ErrDiskFull) until a write succeeds again, or, for a full disk, until the file system has
+// room again (a store opened on a full file system fails at once). A
+// failing Ping tries again to end the runs the previous process left running.
 func (s *DiskStore) Ping(ctx context.Context) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
-	defer s.closeMu.RUnlock()
-	if p := s.writeErr.Load(); p != nil {
+	p := s.writeErr.Load()
+	if p != nil && errors.Is(*p, ErrDiskFull) && s.fsRoom() >= 2*diskCushion {
+		// The file system has room again (an operator freed space) while no write came: ready
+		// again, the next write tells. (Deletes through the store are writes: they clear it.)
+		if s.writeErr.CompareAndSwap(p, nil) {
+			s.log.Info("disk store has room again", slog.String("path", s.path))
+		}
+		p = nil
+	}
+	s.closeMu.RUnlock()
+	if p != nil {
+		s.recoverLater() // a probe tries again: the write that ends them may fit now
 		return fmt.Errorf("disk store %s: the last write failed: %w", s.path, *p)
 	}
 	return nil

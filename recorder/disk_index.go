@@ -84,7 +84,7 @@ func (s *DiskStore) DeleteThread(ctx context.Context, threadID, owner, route str
 	}
 	defer s.closeMu.RUnlock()
 	var woken []string
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.freeing(func(tx *bolt.Tx) error {
 		t, err := s.thread(tx, threadID, s.now())
 		if err != nil {
 			return err

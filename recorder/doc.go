@@ -239,7 +239,11 @@
 // running bucket lists the runs whose status is running: bbolt locks the file, so at open they
 // all belong to a process that died, and OpenDiskStore ends each with a RUN_ERROR (code
 // INTERRUPTED) after its last stored event. Write errors caused by a full disk wrap
-// ErrDiskFull, and Ping reports the last write's failure until a write succeeds.
+// ErrDiskFull, and Ping reports the last write's failure until a write succeeds (or the file
+// system has room again). A full disk keeps nothing locked: the store opens without a write
+// (the interrupted runs are ended once a write fits), reads go on, and deletes and retention
+// free pages, with the reserve file (DiskReserveFileName) for a delete's copy-on-write pages
+// when the disk has no byte left, then the last 256 KiB of free pages kept for deletes.
 //
 // # Concurrency
 //

@@ -70,6 +70,8 @@ func refParse(in []byte) []Frame {
 			if n, ok := parseRetry([]byte(value)); ok {
 				cur.Retry, cur.HasRetry = n, true
 			}
+		default:
+			cur.Foreign++
 		}
 	}
 	if start < len(in) {
@@ -124,6 +126,15 @@ func framesAgree(whole, chunked []Frame, stopped bool) bool {
 	return true
 }
 
+// foreignCounts lists Frame.Foreign of every frame.
+func foreignCounts(frames []Frame) []int {
+	out := make([]int, len(frames))
+	for i, f := range frames {
+		out[i] = f.Foreign
+	}
+	return out
+}
+
 func FuzzReader(f *testing.F) {
 	for _, tc := range readerCases {
 		f.Add([]byte(tc.input), []byte{0, 3, 1}, uint8(0), uint8(0))
@@ -131,6 +142,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte("data: a\r\n\r\ndata: b\r\n\r\n"), []byte{9, 1}, uint8(0), uint8(0))
 	f.Add([]byte("data: 0123456789\r\n\r\n"), []byte{2}, uint8(8), uint8(12))
 	f.Add([]byte("\xef\xbb\xbfid: 1\rretry: 12\revent: e\rdata\r\r"), []byte{}, uint8(5), uint8(0))
+	f.Add([]byte("[1,2,3]\r\rjunk: x\ndata: {}\n\nx\x9c\xcbH"), []byte{3, 1}, uint8(0), uint8(0))
 	f.Fuzz(func(t *testing.T, input, split []byte, lineMax, frameMax uint8) {
 		lim := fuzzLimits(lineMax, frameMax)
 		r := NewReader(bytes.NewReader(input), lim)
@@ -174,6 +186,8 @@ func FuzzReader(f *testing.F) {
 		}
 		if ref := refParse(input); !eqFrames(normalize(whole), ref) {
 			t.Fatalf("Reader =\n%s\nreference model =\n%s", dump(whole, nil), dump(ref, nil))
+		} else if !foreignAgree(normalize(whole), ref) || !foreignAgree(normalize(whole), normalize(chunked)) {
+			t.Fatalf("lines that are not SSE: Reader %v, chunked %v, reference model %v", foreignCounts(whole), foreignCounts(chunked), foreignCounts(ref))
 		}
 
 		for i, fr := range whole {
@@ -258,6 +272,53 @@ func FuzzWriter(f *testing.F) {
 		frames, err = readAll(bytes.NewReader(c), Limits{})
 		if err != nil || len(frames) != 1 || frames[0].HasData || frames[0].HasID || frames[0].HasRetry || frames[0].Event != "" {
 			t.Fatalf("AppendComment(%q) = %q reads back as %s", event+string(data), c, dump(frames, err))
+		}
+	})
+}
+
+// FuzzDropRetry: a frame without its retry lines reads back as the same frame with no retry
+// (data, event, id and termination unchanged), every other byte kept in order.
+func FuzzDropRetry(f *testing.F) {
+	for _, s := range []string{"retry: 0\ndata: {}\n\n", "data: a\r\nretry:5\r\nevent: x\r\n\r\n", "retry\rdata\r\r",
+		"\xef\xbb\xbfretry: 1\ndata: b\n\n", "data: retry: 1\n: retry\nretryx: 1\n\n", "retry: 1"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		frames, err := readAll(bytes.NewReader(input), Limits{})
+		if err != nil {
+			return
+		}
+		for i, fr := range frames {
+			out, ok := DropRetry(fr.Raw)
+			if !ok {
+				if !bytes.Equal(out, fr.Raw) {
+					t.Fatalf("DropRetry(%q) changed a frame without retry lines: %q", fr.Raw, out)
+				}
+				continue
+			}
+			// As the frame's own stream: after a blank line when it was not the first (a BOM
+			// starting a later frame's Raw is not the stream's).
+			in := out
+			if i > 0 {
+				in = append([]byte("\n"), out...)
+			}
+			back, err := readAll(bytes.NewReader(in), Limits{})
+			if err != nil {
+				t.Fatalf("DropRetry(%q) = %q reads back as %v", fr.Raw, out, err)
+			}
+			var got Frame
+			for _, b := range back {
+				if b.HasData || b.HasID || b.HasRetry || b.Event != "" || b.Terminated == fr.Terminated {
+					got = b
+				}
+			}
+			if got.HasRetry || bytes.Contains(out, []byte("\nretry:")) && !bytes.Contains(fr.Raw, []byte("\nretry:")) ||
+				!bytes.Equal(got.Data, fr.Data) || got.HasData != fr.HasData || got.Event != fr.Event || got.ID != fr.ID || got.HasID != fr.HasID {
+				t.Fatalf("DropRetry(%q) = %q reads back as\n%s\nwant the fields of\n%s without retry", fr.Raw, out, dump(back, nil), dump([]Frame{fr}, nil))
+			}
+			if len(out) >= len(fr.Raw) {
+				t.Fatalf("DropRetry(%q) = %q dropped nothing but says it did", fr.Raw, out)
+			}
 		}
 	})
 }

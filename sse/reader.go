@@ -135,6 +135,11 @@ type Frame struct {
 	// line (which includes a final frame holding nothing but a carried-over
 	// LF, and a stream holding nothing but a BOM).
 	Terminated bool
+	// Foreign counts the frame's lines that are not SSE: neither a comment
+	// nor a field of the four the format defines (data, event, id, retry).
+	// WHATWG parsing ignores them; a JSON body or compressed bytes sent as an
+	// event stream are made of them.
+	Foreign int
 }
 
 // Reader decodes an event stream into frames, incrementally and with bounded
@@ -170,6 +175,7 @@ type Reader struct {
 	idStart, idEnd     int
 	hasRetry           bool
 	retry              int64
+	foreign            int // lines that are not SSE (Frame.Foreign)
 
 	event, id string // last strings handed out, reused when equal
 	frame     Frame
@@ -288,7 +294,7 @@ func (r *Reader) release() {
 
 func (r *Reader) next() (*Frame, error) {
 	r.fs, r.cs, r.scan = r.pos, r.pos, r.pos
-	r.dataLines, r.hasEvent, r.hasID, r.hasRetry = 0, false, false, false
+	r.dataLines, r.hasEvent, r.hasID, r.hasRetry, r.foreign = 0, false, false, false, 0
 
 	if !r.started {
 		if err := r.skipBOM(); err != nil {
@@ -462,6 +468,8 @@ func (r *Reader) field(ls, e int) {
 		if n, ok := parseRetry(value); ok {
 			r.hasRetry, r.retry = true, n
 		}
+	default:
+		r.foreign++
 	}
 }
 
@@ -494,6 +502,7 @@ func (r *Reader) finish(terminated bool) *Frame {
 		HasID:      r.hasID,
 		Retry:      r.retry,
 		HasRetry:   r.hasRetry,
+		Foreign:    r.foreign,
 	}
 	switch {
 	case r.dataLines == 1:

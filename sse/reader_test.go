@@ -250,6 +250,20 @@ func eqFrame(a, b Frame) bool {
 		a.Retry == b.Retry && a.HasRetry == b.HasRetry && a.Terminated == b.Terminated
 }
 
+// foreignAgree reports whether a and b count the same lines that are not SSE, frame by frame
+// (eqFrame leaves Foreign out, so that the table of cases need not spell it).
+func foreignAgree(a, b []Frame) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Foreign != b[i].Foreign {
+			return false
+		}
+	}
+	return true
+}
+
 func eqFrames(a, b []Frame) bool {
 	if len(a) != len(b) {
 		return false

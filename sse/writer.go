@@ -208,3 +208,43 @@ func (w *Writer) write(b []byte, what string) error {
 	}
 	return nil
 }
+
+// DropRetry returns raw, the bytes of one frame, without its retry field lines (a line
+// "retry" or "retry:..." ended by LF, CR or CRLF): every other line keeps its bytes and its
+// line ending, the frame's blank line included. ok is false when raw has no such line (raw is
+// returned as it is). A leading BOM is kept before the first line, which is looked at after
+// it, as a Reader does for the stream's first frame.
+func DropRetry(raw []byte) (out []byte, ok bool) {
+	var dst []byte
+	start := 0
+	if bytes.HasPrefix(raw, []byte("\xef\xbb\xbf")) {
+		start = 3
+	}
+	kept := 0 // raw[:kept] is in dst or will be copied at the next drop
+	for i := start; i < len(raw); {
+		end := i
+		for end < len(raw) && raw[end] != '\n' && raw[end] != '\r' {
+			end++
+		}
+		next := end
+		if next < len(raw) {
+			next++
+			if raw[end] == '\r' && next < len(raw) && raw[next] == '\n' {
+				next++
+			}
+		}
+		line := raw[i:end]
+		if name, _, _ := bytes.Cut(line, []byte(":")); string(name) == "retry" {
+			if dst == nil {
+				dst = make([]byte, 0, len(raw))
+			}
+			dst = append(dst, raw[kept:i]...)
+			kept = next
+		}
+		i = next
+	}
+	if dst == nil {
+		return raw, false
+	}
+	return append(dst, raw[kept:]...), true
+}

@@ -77,7 +77,15 @@ func mustExport(t *testing.T, env map[string]string, args ...string) string {
 	if code != exitOK {
 		t.Fatalf("export %v = exit %d\nstderr: %s", args, code, errs)
 	}
-	return out
+	// The last line is the end line, counting the documents before it; the documents are
+	// returned without it.
+	body := strings.TrimSuffix(out, "\n")
+	i := strings.LastIndexByte(body, '\n') + 1
+	n, ok := attach.ParseExportEnd([]byte(body[i:]))
+	if docs := strings.Count(body[:i], "\n"); !ok || n != docs {
+		t.Fatalf("export %v ends with %q, want the end line of its %d documents", args, body[i:], docs)
+	}
+	return body[:i]
 }
 
 // mustImport imports data into the store of env and fails the test unless every line is
@@ -559,5 +567,31 @@ func TestUpgradeToThreadNamespaces(t *testing.T) {
 	page, err := s.ListThreads(ctx, recorder.ThreadQuery{Owner: "alice", Route: "default"})
 	if err != nil || len(page.Threads) != 1 || recorder.ThreadIDOf(page.Threads[0].ID) != "t1" {
 		t.Errorf("alice's thread list after the upgrade: %+v, %v", page.Threads, err)
+	}
+}
+
+// TestImportEndLine: the end line of a bulk export is skipped and checked; an input without
+// one is imported and said to be possibly cut; a line after the end line is refused.
+func TestImportEndLine(t *testing.T) {
+	doc := func(th string) string {
+		return `{"formatVersion":1,"threadId":"` + th + `","runs":[{"runId":"r1","status":"finished","eventList":[{"type":"RUN_STARTED","threadId":"x","runId":"r1"},{"type":"RUN_FINISHED","threadId":"x","runId":"r1"}]}]}` + "\n"
+	}
+	end := func(n int) string { return string(attach.AppendExportEnd(nil, n)) }
+	for _, tc := range []struct {
+		name, data string
+		code       int
+		says       string // in stderr; "" none of the end line's messages
+	}{
+		{"whole", doc("a") + doc("b") + end(2), exitOK, ""},
+		{"cut", doc("a") + doc("b"), exitOK, "no end line"},
+		{"miscounted", doc("a") + end(2), exitOK, "the end line counts 2 threads, 1 lines came before it"},
+		{"after-the-end", doc("a") + end(1) + doc("b"), exitRefused, "line 3: after the export's end line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := cli(t, diskEnv(t.TempDir()), strings.NewReader(tc.data), "import")
+			if code != tc.code || (tc.says != "" && !strings.Contains(errs, tc.says)) || (tc.says == "" && strings.Contains(errs, "end line")) {
+				t.Fatalf("import = exit %d, stderr:\n%s\nwant exit %d saying %q", code, errs, tc.code, tc.says)
+			}
+		})
 	}
 }

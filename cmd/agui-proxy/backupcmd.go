@@ -190,6 +190,9 @@ goes to stderr. Exit status: 0 done, 2 bad flags or configuration, 3 the store f
 		return nil
 	})
 	if err == nil {
+		_, err = w.Write(attach.AppendExportEnd(nil, exported)) // the end line: without it, the output was cut
+	}
+	if err == nil {
 		err = w.Flush()
 	}
 	summary := fmt.Sprintf("%s (%s) exported from the %s store in %s; %d not matching the filters, %d gone during the export",
@@ -292,6 +295,11 @@ import again to finish it).
 			im.line, storeErr, summary)
 	}
 	fmt.Fprintf(a.stderr, "agui-proxy import: %s\n", summary)
+	if !im.ended && im.line > im.blank {
+		// Not refused: a hand-made file or an older export has none. What the lines hold was
+		// imported; an export that was cut goes on from the cursor of its last line.
+		fmt.Fprintf(a.stderr, "agui-proxy import: the input has no end line (%s): if it is a bulk export, it was cut after line %d\n", attach.ExportEndKey, im.line)
+	}
 	if im.refused > 0 {
 		return exitRefused
 	}
@@ -309,6 +317,8 @@ type importer struct {
 
 	line                             int // the current line number (1-based)
 	imported, runs, present, refused int
+	blank                            int  // blank lines seen
+	ended                            bool // the export's end line was read (attach.ParseExportEnd)
 }
 
 // readLines reads and imports every line of in. A line longer than maxLine is refused without
@@ -356,6 +366,19 @@ func (im *importer) refuse(format string, args ...any) {
 // importLine imports one line; blank lines are skipped. It returns only store errors.
 func (im *importer) importLine(line []byte) error {
 	if len(line) == 0 {
+		im.blank++
+		return nil
+	}
+	if n, ok := attach.ParseExportEnd(line); ok {
+		// The export's end line: what came before it is the whole export.
+		im.ended = true
+		if docs := im.line - 1 - im.blank; n != docs {
+			fmt.Fprintf(im.errs, "agui-proxy import: line %d: the end line counts %d threads, %d lines came before it\n", im.line, n, docs)
+		}
+		return nil
+	}
+	if im.ended {
+		im.refuse("after the export's end line")
 		return nil
 	}
 	doc, err := attach.DecodeExport(line)

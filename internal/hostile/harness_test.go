@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agui-proxy/agui-proxy/agui"
 	"github.com/agui-proxy/agui-proxy/internal/demoagent"
 	"github.com/agui-proxy/agui-proxy/internal/redistest"
@@ -108,6 +110,7 @@ type env struct {
 	store recorder.Store
 	multi bool // IdentityHeader is set
 	n     atomic.Int64
+	reg   *prometheus.Registry // the proxy's metrics, when the case's configuration asked for them
 }
 
 // prefixes gives every Redis store of the test binary its own key prefix.
@@ -149,6 +152,7 @@ func newEnv(t *testing.T, kind string, srv *redistest.Server, mut func(*proxy.Co
 		e.store = cfg.Store
 	}
 	e.multi = cfg.IdentityHeader != ""
+	e.reg, _ = cfg.Registerer.(*prometheus.Registry)
 	h, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
@@ -375,4 +379,57 @@ func (e *env) history(t *testing.T, thread string, hdr ...string) (msgs []map[st
 		t.Fatalf("history of %s: %v in %q", thread, err, trunc(r.body))
 	}
 	return v.Messages, v.State
+}
+
+// counter is the value of the proxy's counter name (0 when absent); the case must have asked
+// for metrics (withMetrics).
+func (e *env) counter(t *testing.T, name string) float64 {
+	t.Helper()
+	if e.reg == nil {
+		t.Fatal("the case's proxy has no metrics: configure it withMetrics")
+	}
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// withMetrics gives the case's proxy a metrics registry of its own (env.counter reads it).
+func withMetrics(c *proxy.Config) { c.Registerer = prometheus.NewRegistry() }
+
+// officialTypes parses an event stream the way @ag-ui/client 1.0.0's parseSSEStream does
+// (frames split on "\n\n" only, lines on "\n", the data lines of a frame joined, leftovers
+// parsed at the end) and returns the events' types; a data frame that is not JSON fails the
+// test, as it errors that client's stream.
+func officialTypes(t *testing.T, body []byte) []string {
+	t.Helper()
+	var out []string
+	for _, chunk := range strings.Split(string(body), "\n\n") {
+		var data []string
+		for _, line := range strings.Split(chunk, "\n") {
+			if v, ok := strings.CutPrefix(line, "data:"); ok {
+				data = append(data, strings.TrimPrefix(v, " "))
+			}
+		}
+		if len(data) == 0 {
+			continue
+		}
+		var ev struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal([]byte(strings.Join(data, "\n")), &ev); err != nil {
+			t.Fatalf("the official client would fail on the frame %q: %v", trunc([]byte(chunk)), err)
+		}
+		out = append(out, ev.Type)
+	}
+	return out
 }

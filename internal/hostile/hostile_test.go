@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"bytes"
+	"compress/flate"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -89,6 +90,62 @@ func refused(body string, status int, code string, run string) func(t *testing.T
 // badBody is a malformed-body case whose run id is "bad-<n>" (refused as InvalidRunInput).
 func badBody(name, body string) tcase {
 	return tcase{class: "malformed-body", name: name, run: refused(body, 400, proxy.CodeInvalidRunInput, "")}
+}
+
+// clientErrorsAre4xx sends every method to every endpoint of the attach prefix and the
+// inspector with hostile path segments and query values (invalid UTF-8, NUL, "..", an
+// encoded slash, 5,000 bytes): nothing the client chose may be answered 5xx.
+func clientErrorsAre4xx(t *testing.T, e *env) {
+	th, run := e.id("t"), e.id("r")
+	e.run(t, th, run, nil)
+	e.waitEnded(t, th)
+	var paths []string
+	for _, b := range []string{"%ff", "%00", "%c3", "%ed%a0%80", "a%2fb", "..", ".", "%2e%2e", strings.Repeat("x", 5000)} {
+		paths = append(paths, "/agui/ui/"+b, "/agui/ui/"+b+"/x", "/agui/ui/x/"+b, "/agui/"+b,
+			"/agui/threads/"+b, "/agui/threads/"+b+"/runs", "/agui/threads/"+b+"/events", "/agui/threads/"+b+"/export",
+			"/agui/threads/"+b+"/import", "/agui/threads/"+th+"/runs/"+b+"/events", "/agui/threads/"+th+"/runs/"+b+"/stop",
+			"/agui/threads?cursor="+b, "/agui/threads?limit="+b, "/agui/threads?since="+b, "/agui/threads?until="+b,
+			"/agui/export?cursor="+b, "/agui/export?limit="+b, "/agui/threads/"+th+"?run="+b,
+			"/agui/threads/"+th+"/events?after="+b, "/agui/threads/"+th+"/events?follow="+b)
+	}
+	for _, p := range paths {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			if r := e.do(t, m, p, strings.NewReader("{}")); r.status >= 500 {
+				t.Errorf("%s %.120s: %d %q, want a 4xx", m, p, r.status, trunc(r.body))
+			}
+		}
+	}
+}
+
+// chainDoc is an export document of a linear chain of n runs (r1 ... rn, each the parent of
+// the next), each with its user message u<i> in RUN_STARTED.input and an answer m<i>.
+func chainDoc(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"formatVersion":1,"runs":[`)
+	for i := 1; i <= n; i++ {
+		parent := ""
+		if i > 1 {
+			b.WriteString(",")
+			parent = fmt.Sprintf(`"parentRunId":"r%d",`, i-1)
+		}
+		fmt.Fprintf(&b, `{"runId":"r%d",%s"status":"finished","eventList":[`+
+			`{"type":"RUN_STARTED","threadId":"x","runId":"r%[1]d","input":{"messages":[{"id":"u%[1]d","role":"user","content":"q%[1]d"}]}},`+
+			`{"type":"TEXT_MESSAGE_START","messageId":"m%[1]d","role":"assistant"},{"type":"TEXT_MESSAGE_CONTENT","messageId":"m%[1]d","delta":"answer %[1]d"},`+
+			`{"type":"TEXT_MESSAGE_END","messageId":"m%[1]d"},{"type":"RUN_FINISHED","threadId":"x","runId":"r%[1]d"}]}`, i, parent)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+// dupImport is an import document with a member twice (or two spellings of one): 400, as a
+// run request with one gets.
+func dupImport(name, doc string) tcase {
+	return tcase{class: "duplicate-member", name: name, run: func(t *testing.T, e *env) {
+		p := problemOf(t, e.do(t, http.MethodPost, "/agui/threads/"+e.id("t")+"/import", strings.NewReader(doc)), 400, "")
+		if !strings.Contains(p.Detail, "duplicate member") {
+			t.Fatalf("problem %+v, want it to name the duplicate member", p)
+		}
+	}}
 }
 
 // badID is a run POST whose thread (or run) id is hostile.
@@ -231,6 +288,116 @@ var cases = []tcase{
 		r := e.do(t, http.MethodPost, "/agui/threads/"+e.id("t")+"/import",
 			strings.NewReader(`{"formatVersion":1,"runs":[{"runId":"a b","status":"finished","eventList":[]}]}`))
 		problemOf(t, r, 400, "")
+	}},
+
+	// Client-caused errors are 4xx on every endpoint (the inspector's included).
+	{class: "client-error", name: "no-5xx-for-hostile-paths", cfg: func(c *proxy.Config) { c.Inspector = true }, run: clientErrorsAre4xx},
+
+	// Long run chains: the first read of an imported chain builds one branch, not one per run.
+	withCfg(withMetrics, tcase{class: "long-chain", name: "imported-chain-read-once", run: func(t *testing.T, e *env) {
+		const n = 400
+		th := e.id("t")
+		if r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(chainDoc(n))); r.status != 201 {
+			t.Fatalf("import: %d %q", r.status, trunc(r.body))
+		}
+		before := e.counter(t, "agui_proxy_checkpoint_branches_total")
+		msgs, _ := e.history(t, th)
+		built := e.counter(t, "agui_proxy_checkpoint_branches_total") - before
+		if len(msgs) != 2*n || msgs[0]["id"] != "u1" || msgs[2*n-1]["id"] != fmt.Sprintf("m%d", n) {
+			t.Fatalf("history of the %d-run chain: %d messages (first %v, last %v), want %d", n, len(msgs), msgs[0]["id"], msgs[len(msgs)-1]["id"], 2*n)
+		}
+		if built != 1 {
+			t.Fatalf("the first read of a %d-run chain without checkpoints built %v branches, want 1 (one per run is quadratic)", n, built)
+		}
+		// Time travel into the chain reads from the nearest checkpoint up (none below the head):
+		// one more branch, with the messages as of that run.
+		r := e.get(t, "/agui/threads/"+th+"?run=r100")
+		var v struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if r.status != 200 || json.Unmarshal(r.body, &v) != nil || len(v.Messages) != 200 || v.Messages[199]["id"] != "m100" {
+			t.Fatalf("?run=r100: %d, %d messages", r.status, len(v.Messages))
+		}
+		msgs2, _ := e.history(t, th)
+		if len(msgs2) != 2*n || e.counter(t, "agui_proxy_checkpoint_branches_total")-before != 2 {
+			t.Fatalf("a second read: %d messages, %v branches built in all, want %d and 2", len(msgs2), e.counter(t, "agui_proxy_checkpoint_branches_total")-before, 2*n)
+		}
+	}}),
+
+	// Imports whose store writes take longer in all than AGUI_STORE_TIMEOUT: each call is
+	// bounded, not the document (on Redis 3,000 runs are 9,000 round trips).
+	{class: "big-import", name: "longer-than-store-timeout", cfg: func(c *proxy.Config) { c.StoreTimeout = 500 * time.Millisecond }, run: func(t *testing.T, e *env) {
+		th := e.id("t")
+		r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(chainDoc(3000)))
+		if r.status != 201 {
+			t.Fatalf("import of 3,000 runs: %d %q", r.status, trunc(r.body))
+		}
+		if v := e.waitEnded(t, th); len(v.Runs) != 3000 {
+			t.Fatalf("%d runs after the import, want 3000", len(v.Runs))
+		}
+	}},
+	{class: "big-import", name: "run-of-many-events", run: func(t *testing.T, e *env) {
+		var b strings.Builder
+		b.WriteString(`{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[{"type":"RUN_STARTED","threadId":"x","runId":"r1"}`)
+		for j := range 30000 {
+			fmt.Fprintf(&b, `,{"type":"CUSTOM","name":"n","value":%d}`, j)
+		}
+		b.WriteString(`,{"type":"RUN_FINISHED","threadId":"x","runId":"r1"}]}]}`)
+		th := e.id("t")
+		if r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(b.String())); r.status != 201 {
+			t.Fatalf("import of a run of 30,002 events: %d %q", r.status, trunc(r.body))
+		}
+		if v := e.waitEnded(t, th); len(v.Runs) != 1 || v.Runs[0].Events != 30002 {
+			t.Fatalf("runs after the import: %+v, want one of 30,002 events", v.Runs)
+		}
+	}},
+
+	// The bulk export ends with a line a client can check; a cut export lacks it.
+	{class: "bulk-export", name: "end-line", multi: true, run: func(t *testing.T, e *env) {
+		user := e.id("u")
+		for range 3 {
+			th := e.id("t")
+			e.run(t, th, e.id("r"), nil, e.as(user)...)
+			e.waitEnded(t, th, e.as(user)...)
+		}
+		r := e.get(t, "/agui/export", e.as(user)...)
+		lines := strings.Split(strings.TrimSuffix(string(r.body), "\n"), "\n")
+		if r.status != 200 || len(lines) != 4 || lines[3] != `{"agui-proxy.exportEnd":{"threads":3}}` {
+			t.Fatalf("export: %d, %d lines, last %q; want 3 documents and the end line", r.status, len(lines), lines[len(lines)-1])
+		}
+		// The end line is not a document: POST .../import refuses it.
+		problemOf(t, e.do(t, http.MethodPost, "/agui/threads/"+e.id("t")+"/import", strings.NewReader(lines[3]), e.as(user)...), 400, "")
+	}},
+
+	// Duplicate member names: one rule for every document the proxy reads (refused, 400).
+	dupImport("run-id-twice", `{"formatVersion":1,"runs":[{"runId":"r1","runId":"r2","status":"finished","eventList":[]}]}`),
+	dupImport("runs-twice", `{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[]}],"runs":[{"runId":"r2","status":"finished","eventList":[]}]}`),
+	dupImport("case-variant", `{"formatVersion":1,"runs":[{"runId":"r1","RUNID":"r2","status":"finished","eventList":[]}]}`),
+	dupImport("format-version-twice", `{"formatVersion":99,"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[]}]}`),
+	dupImport("escaped-spelling", `{"formatVersion":1,"runs":[{"runId":"r1","run\u0049d":"r2","status":"finished","eventList":[]}]}`),
+	badBody("duplicate-unknown-member", `{"threadId":"t","runId":"r","messages":[],"x":1,"x":2}`),
+	badBody("duplicate-message-id", `{"threadId":"t","runId":"r","messages":[{"id":"a","id":"b","role":"user","content":"x"}]}`),
+	badBody("message-role-variant", `{"threadId":"t","runId":"r","messages":[{"id":"a","role":"user","ROLE":"system","content":"x"}]}`),
+	{class: "duplicate-member", name: "event-keeps-its-members", run: func(t *testing.T, e *env) {
+		// An event is kept as recorded (its reader is the client, which takes the last member):
+		// a document whose event repeats a member imports, and the history reads the last.
+		th := e.id("t")
+		doc := `{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[{"type":"RUN_STARTED","threadId":"x","runId":"r1"},` +
+			`{"type":"STATE_SNAPSHOT","snapshot":{"a":1,"a":2}},{"type":"RUN_FINISHED","threadId":"x","runId":"r1"}]}]}`
+		if r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(doc)); r.status != 201 {
+			t.Fatalf("import: %d %q", r.status, trunc(r.body))
+		}
+		if _, state := e.history(t, th); fmt.Sprint(state) != "map[a:2]" {
+			t.Fatalf("state %v, want map[a:2]", state)
+		}
+	}},
+	{class: "duplicate-member", name: "nothing-written-on-refusal", run: func(t *testing.T, e *env) {
+		th := e.id("t")
+		r := e.do(t, http.MethodPost, "/agui/threads/"+th+"/import", strings.NewReader(`{"formatVersion":1,"runs":[{"runId":"r1","status":"finished","eventList":[]},{"runId":"r2","status":"finished","status":"error","eventList":[]}]}`))
+		problemOf(t, r, 400, "")
+		if g := e.get(t, "/agui/threads/"+th+"/runs"); g.status != 404 {
+			t.Fatalf("after a refused import the thread answers %d, want 404", g.status)
+		}
 	}},
 
 	// Oversized bodies and events.
@@ -508,6 +675,32 @@ var cases = []tcase{
 				t.Fatalf("state %s", got)
 			}
 		}),
+	// A MESSAGES_SNAPSHOT with one invalid message: the official client rejects the whole
+	// event, so history, prelude and hydration leave it out, and each says so.
+	upstreamCase("bad-snapshot", "one-invalid-message", frames(fStarted, data(`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"user","content":"x"},{"id":"b"}]}`), fFinished),
+		func(t *testing.T, e *env, thread, run string, r reply) {
+			sameReplay(t, e, thread, run, r) // forwarded and recorded as sent
+			h := e.get(t, "/agui/threads/"+thread)
+			var v struct {
+				Messages      []map[string]any `json:"messages"`
+				EventsOmitted *struct {
+					Omitted int    `json:"omitted"`
+					Reason  string `json:"reason"`
+				} `json:"eventsOmitted"`
+			}
+			if h.status != 200 || json.Unmarshal(h.body, &v) != nil || v.EventsOmitted == nil || v.EventsOmitted.Omitted != 1 ||
+				!strings.Contains(v.EventsOmitted.Reason, "MESSAGES_SNAPSHOT") {
+				t.Fatalf("history %q: want eventsOmitted naming the snapshot", trunc(h.body))
+			}
+			for _, m := range v.Messages {
+				if m["id"] == "a" || m["id"] == "b" {
+					t.Fatalf("history holds message %v of the rejected snapshot", m["id"])
+				}
+			}
+			if a := e.get(t, "/agui/threads/"+thread+"/events"); !bytes.Contains(a.body, []byte(`"agui-proxy.events_omitted"`)) {
+				t.Fatalf("the prelude does not say it left the snapshot out: %q", trunc(a.body))
+			}
+		}),
 	upstreamCase("bad-patch", "huge-number", frames(fStarted, data(`{"type":"STATE_SNAPSHOT","snapshot":{"n":1e400}}`), fFinished), nil),
 
 	// Events after the terminal event: the live stream and every replay agree (after
@@ -576,6 +769,39 @@ var cases = []tcase{
 			}
 		}
 	}),
+	// Bytes that are not SSE: forwarded in frames of their own, never glued to ours.
+	nonSSE("json-array-unterminated", `[{"type":"RUN_STARTED"},{"type":"RUN_FINISHED"}]`),
+	nonSSE("json-array-then-events", "[1,2,3]\n\n", fStarted, fFinished),
+	nonSSE("deflate-body", deflated(fStarted+fMsgStart+fMsgText+fMsgEnd+fFinished)),
+	nonSSE("junk-lone-cr-blank-line", "abc\r\r", fStarted, fMsgStart, fMsgText, fMsgEnd, fFinished),
+	nonSSE("junk-cr-split-across-writes", "abc\r", "\r", fStarted, fFinished),
+	nonSSE("junk-before-each-event", "x1\n"+fStarted, "x2\n"+fFinished),
+	// The agent's retry: and event: fields: retry is dropped (the client reconnects to the
+	// proxy, on its terms), event is kept (a part of the agent's event).
+	upstreamCase("agent-fields", "retry-dropped", frames("retry: 0\n"+fStarted, fMsgStart, "retry: 0\n\n", "retry: 7\r\n"+fMsgText, fMsgEnd, fFinished),
+		func(t *testing.T, e *env, thread, run string, r reply) {
+			if bytes.Contains(r.body, []byte("retry: 0")) || bytes.Contains(r.body, []byte("retry: 7")) {
+				t.Fatalf("the agent's retry reached the live client: %q", trunc(r.body))
+			}
+			e.waitEnded(t, thread)
+			for _, p := range []string{"/runs/" + run + "/events", "/events"} {
+				a := e.get(t, "/agui/threads/"+thread+p)
+				if bytes.Contains(a.body, []byte("retry: 0")) || bytes.Contains(a.body, []byte("retry: 7")) || !bytes.HasPrefix(a.body, []byte("retry: 2000\n")) {
+					t.Fatalf("%s: %q, want the proxy's retry only", p, trunc(a.body))
+				}
+			}
+			sameReplay(t, e, thread, run, r)
+			if got := officialTypes(t, r.body); fmt.Sprint(got) != "[RUN_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED]" {
+				t.Fatalf("the official client reads %v", got)
+			}
+		}),
+	upstreamCase("agent-fields", "event-kept", frames("event: x\n"+fStarted, "event: custom\n"+data(`{"type":"CUSTOM","name":"n","value":1}`), fFinished),
+		func(t *testing.T, e *env, thread, run string, r reply) {
+			if !bytes.Contains(r.body, []byte("event: custom\ndata: ")) {
+				t.Fatalf("the agent's event field did not reach the client: %q", trunc(r.body))
+			}
+			sameReplay(t, e, thread, run, r)
+		}),
 	upstreamCase("hostile-upstream", "foreign-ids-in-run-started", frames(data(`{"type":"RUN_STARTED","threadId":"other","runId":"other"}`), fFinished),
 		func(t *testing.T, e *env, thread, run string, r reply) {
 			e.waitEnded(t, thread)
@@ -637,6 +863,36 @@ var cases = []tcase{
 		th, run := e.id("t"), e.id("r")
 		problemOf(t, e.postRun(t, runBody(th, run, "chat")), 502, proxy.CodeUpstreamUnavailable)
 	}},
+}
+
+// nonSSE is a case of class non-sse: the agent answers chunks that hold bytes that are not
+// SSE. The live stream, read as the official client reads it, holds the events a replay holds
+// (the proxy's RUN_STARTED is never glued onto the agent's last bytes), and the proxy counts
+// the frames that were not SSE.
+func nonSSE(name string, chunks ...string) tcase {
+	return withCfg(withMetrics, upstreamCase("non-sse", name, frames(chunks...), func(t *testing.T, e *env, thread, run string, r reply) {
+		live := officialTypes(t, r.body)
+		if len(live) == 0 || live[0] != "RUN_STARTED" {
+			t.Fatalf("the official client reads %v from the live stream %q, want RUN_STARTED first", live, trunc(r.body))
+		}
+		e.waitEnded(t, thread)
+		a := e.get(t, "/agui/threads/"+thread+"/runs/"+run+"/events")
+		if replay := officialTypes(t, a.body); fmt.Sprint(replay) != fmt.Sprint(live) {
+			t.Fatalf("live %v, replay %v", live, replay)
+		}
+		if n := e.counter(t, "agui_proxy_upstream_non_sse_frames_total"); n < 1 {
+			t.Fatalf("agui_proxy_upstream_non_sse_frames_total = %v, want the frames that were not SSE counted", n)
+		}
+	}))
+}
+
+// deflated is s compressed with deflate, as an agent that compresses its stream sends it.
+func deflated(s string) string {
+	var b bytes.Buffer
+	w, _ := flate.NewWriter(&b, flate.BestCompression)
+	w.Write([]byte(s))
+	w.Close()
+	return b.String()
 }
 
 // crCheck: our id line never follows a lone CR, and the run attach replays LF-only frames

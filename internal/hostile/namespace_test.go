@@ -207,8 +207,8 @@ var namespaceCases = []tcase{
 		e.waitEnded(t, th, e.as(dave)...)
 		r := e.get(t, "/agui/export", e.as(dave)...)
 		lines := strings.Split(strings.TrimSpace(string(r.body)), "\n")
-		if r.status != 200 || len(lines) != 1 {
-			t.Fatalf("dave's bulk export: %d, %d documents, want 1", r.status, len(lines))
+		if r.status != 200 || len(lines) != 2 || lines[1] != `{"agui-proxy.exportEnd":{"threads":1}}` {
+			t.Fatalf("dave's bulk export: %d, %d lines (last %q), want 1 document and the end line", r.status, len(lines), lines[len(lines)-1])
 		}
 		var doc struct {
 			ThreadID string            `json:"threadId"`
